@@ -1,0 +1,25 @@
+package algorithm
+
+// Params are a policy's numbers in the algorithms' units.
+type Params struct {
+	Quota    int64 // Q: units per window
+	Capacity int64 // C: bucket size of TokenBucket and GCRA (Burst, or Quota)
+	Window   int64 // W: window in microseconds, ≥ 1
+}
+
+// State is the per-(key, policy) state of the O(1) algorithms; the meaning
+// of A, B and C is given per algorithm in the package doc. The zero State is
+// a fresh key: an empty window or a full bucket.
+type State struct{ A, B, C int64 }
+
+// Result is what an algorithm says about one request. Durations are in µs.
+type Result struct {
+	Allowed    bool
+	Remaining  int64 // whole units available after the request (before it, if denied or a peek)
+	ResetAfter int64 // effective window t: until more quota next becomes available
+	RetryAfter int64 // when denied: until the cost fits; else 0
+	Expires    int64 // absolute µs after which the state equals the zero State
+}
+
+// ceilDiv divides non-negative a by positive b, rounding up.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

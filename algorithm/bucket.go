@@ -1,0 +1,81 @@
+package algorithm
+
+// TokenBucket decides cost at time now (µs) for state s = (last update, debt).
+func TokenBucket(s State, now int64, p Params, cost int64) (State, Result) {
+	t := max(now, s.A) // a clock that steps back refills nothing
+	debt := s.B
+	if e := t - s.A; e >= ceilDiv(debt, p.Quota) {
+		debt = 0
+	} else {
+		debt -= e * p.Quota
+	}
+	r, debt := bucket(debt, p, cost)
+	if d := t - now; d > 0 { // durations count from t, the last update
+		r.ResetAfter += d * b2i(r.ResetAfter > 0)
+		r.RetryAfter += d * b2i(r.RetryAfter > 0)
+	}
+	if !r.Allowed || cost == 0 {
+		r.Expires = s.A + ceilDiv(s.B, p.Quota)
+		return s, r
+	}
+	r.Expires = t + ceilDiv(debt, p.Quota)
+	return State{A: t, B: debt}, r
+}
+
+// GCRA decides cost at time now (µs) for state s, the theoretical arrival
+// time TAT = s.A + s.B/Quota µs.
+func GCRA(s State, now int64, p Params, cost int64) (State, Result) {
+	var debt int64
+	if s.A > now || s.A == now && s.B > 0 {
+		debt = (s.A-now)*p.Quota + s.B
+	}
+	r, debt := bucket(debt, p, cost)
+	if !r.Allowed || cost == 0 {
+		r.Expires = s.A + b2i(s.B > 0)
+		return s, r
+	}
+	tat := State{A: now + debt/p.Quota, B: debt % p.Quota}
+	r.Expires = tat.A + b2i(tat.B > 0)
+	return tat, r
+}
+
+// bucket is the arithmetic TokenBucket and GCRA share: given the debt at
+// now, the result for cost and the debt after it.
+func bucket(debt int64, p Params, cost int64) (Result, int64) {
+	full := p.Capacity * p.Window
+	avail := max((full-debt)/p.Window, 0)
+	r := Result{Remaining: avail, ResetAfter: nextUnit(debt, full, p)}
+	c := max(cost, 1)
+	if c > avail {
+		r.RetryAfter = ceilDiv(debt+c*p.Window-full, p.Quota)
+		return r, debt
+	}
+	r.Allowed = true
+	if cost == 0 {
+		return r, debt
+	}
+	debt += cost * p.Window
+	r.Remaining = avail - cost
+	r.ResetAfter = nextUnit(debt, full, p)
+	return r, debt
+}
+
+// nextUnit is the time (µs) until the token count reaches its next whole
+// unit; 0 when the bucket is full.
+func nextUnit(debt, full int64, p Params) int64 {
+	if debt <= 0 {
+		return 0
+	}
+	gap := p.Window - (full-debt)%p.Window
+	if debt > full { // overdrawn: the quota was lowered, or GCRA's clock stepped back
+		gap = debt - full + p.Window
+	}
+	return ceilDiv(gap, p.Quota)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

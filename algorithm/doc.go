@@ -1,0 +1,69 @@
+// Package algorithm holds Floodgate's rate-limiting algorithms as pure
+// functions: (state, now, params, cost) -> (new state, result). No I/O, no
+// clock, no locks; stores call them under their own atomicity. This is the
+// reference model: the Redis scripts repeat the same integer arithmetic, and
+// the storetest suite checks that every store agrees with it.
+//
+// # Units and exactness
+//
+// Time is int64 microseconds since the Unix epoch (Redis TIME has the same
+// resolution). All arithmetic is on integers. Where a rate is fractional,
+// quantities are scaled by the window W (in µs): a bucket holding k tokens
+// is k·W "scaled units", refilled by Q scaled units per elapsed µs. The
+// largest intermediate value is Capacity·W + Q, which Policy.Validate keeps
+// at or below 2^53 so that Lua numbers (IEEE doubles) hold it exactly too.
+//
+// # Cost and peek
+//
+// A request of cost c is admitted iff c ≤ avail, the whole units available
+// now; when admitted, Remaining = avail − c. Cost 0 is a peek: it changes no
+// state, Remaining = avail, and Allowed/RetryAfter are those of a cost of 1.
+// When denied, Remaining = avail and RetryAfter is the exact time until c
+// fits if nothing else is spent meanwhile (rounded up to whole µs).
+//
+// # Fixed window (REQUIREMENTS A1)
+//
+// Windows are aligned to multiples of W since the epoch, so every process
+// agrees on them: start = now − now mod W. State: A = start, B = count.
+// avail = Q − count; ResetAfter = start + W − now; a denied cost fits at
+// the next window, so RetryAfter = ResetAfter. The known flaw is kept:
+// Q units at the end of one window and Q more at the start of the next
+// pass within a few µs of each other, up to 2Q across a boundary.
+//
+// # Sliding window log (A2)
+//
+// A Log keeps (time, cost) entries; an entry at time a counts while
+// now < a + W. avail = Q − Σcost. RetryAfter walks the entries from the
+// oldest until enough leave the window for c to fit: it is a_i + W − now
+// for the first entry a_i whose leaving frees enough. ResetAfter is when the
+// oldest entry leaves (when quota next grows). Exact; memory grows with
+// traffic, up to Q entries (entries in the same µs are merged).
+//
+// # Sliding window counter (A3)
+//
+// Two aligned counters: prev (window before) and curr (this window). With
+// e = now − start, the estimate is prev·(W−e)/W + curr, and a cost c is
+// admitted iff estimate + c ≤ Q, evaluated in integers as
+// prev·(W−e) + (curr+c)·W ≤ Q·W. avail = ⌊(Q·W − prev·(W−e) − curr·W)/W⌋.
+// RetryAfter is exact: if a = Q − c − curr ≥ 0, the estimate lets c in
+// once prev·(W−e′) ≤ a·W, i.e. at e′ = W − ⌊a·W/prev⌋; otherwise only the
+// next window can, where prev′ = curr, at e″ = W − ⌊(Q−c)·W/curr⌋ past its
+// start. ResetAfter = start + W − now (the current sub-window's end).
+// State: A = start, B = curr, C = prev.
+//
+// # Token bucket (A4) and GCRA
+//
+// Capacity C (the policy's Burst, else Q), refill Q per W, starting full.
+// Both are computed on the bucket's debt d = (C − tokens)·W in scaled units:
+// after e µs, d = max(0, d − e·Q), so after a long idle the bucket holds
+// exactly C, never more. avail = ⌊(C·W − d)/W⌋; admitting c adds c·W to d;
+// RetryAfter = ⌈(d + c·W − C·W)/Q⌉ µs = (c − tokens)/rate. ResetAfter is the
+// time until one more whole unit accrues (0 when full), so RateLimit's t
+// never overstates the pace.
+//
+// The token bucket stores (A = last update, B = d). GCRA stores the
+// theoretical arrival time TAT = A + B/Q µs exactly (B < Q), with emission
+// interval T = W/Q and tolerance C·T: a cost c is admitted iff
+// max(TAT, now) + c·T − now ≤ C·T. Since d = (TAT − now)·Q, both admit
+// exactly the same sequences; a randomized test checks it.
+package algorithm

@@ -1,0 +1,71 @@
+package algorithm
+
+// Log is the sliding window log's state: admitted costs with their times,
+// oldest first. The zero Log is empty and ready to use.
+type Log struct {
+	entries []LogEntry
+	total   int64
+}
+
+// LogEntry is cost N admitted at time At (µs).
+type LogEntry struct{ At, N int64 }
+
+// Take decides cost at time now (µs). It drops entries that left the window
+// but does not record the request: call Add once every policy of the
+// request has admitted it.
+func (l *Log) Take(now int64, p Params, cost int64) Result {
+	l.prune(now - p.Window)
+	avail := max(p.Quota-l.total, 0)
+	r := Result{Remaining: avail}
+	if len(l.entries) > 0 {
+		r.ResetAfter = l.entries[0].At + p.Window - now
+		r.Expires = l.entries[len(l.entries)-1].At + p.Window
+	}
+	c := max(cost, 1)
+	if c > avail {
+		need := l.total + c - p.Quota
+		for _, e := range l.entries {
+			if need -= e.N; need <= 0 {
+				r.RetryAfter = e.At + p.Window - now
+				break
+			}
+		}
+		return r
+	}
+	r.Allowed = true
+	if cost > 0 {
+		r.Remaining = avail - cost
+		r.Expires = now + p.Window
+		if len(l.entries) == 0 { // this request becomes the oldest entry
+			r.ResetAfter = p.Window
+		}
+	}
+	return r
+}
+
+// Add records cost admitted at now. A now before the newest entry (a clock
+// that stepped back) is recorded at the newest entry's time, which keeps the
+// log ordered and errs toward holding quota longer.
+func (l *Log) Add(now, cost int64) {
+	l.total += cost
+	if n := len(l.entries); n > 0 && l.entries[n-1].At >= now {
+		l.entries[n-1].N += cost
+		return
+	}
+	l.entries = append(l.entries, LogEntry{At: now, N: cost})
+}
+
+// Len returns the number of entries held (entries in the same µs are merged).
+func (l *Log) Len() int { return len(l.entries) }
+
+// prune drops entries at or before cutoff, reusing the slice's storage.
+func (l *Log) prune(cutoff int64) {
+	i := 0
+	for i < len(l.entries) && l.entries[i].At <= cutoff {
+		l.total -= l.entries[i].N
+		i++
+	}
+	if i > 0 {
+		l.entries = l.entries[:copy(l.entries, l.entries[i:])]
+	}
+}

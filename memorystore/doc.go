@@ -1,0 +1,19 @@
+// Package memorystore is an in-process floodgate.Store built on package
+// algorithm: for one process, tests, and the local fallback of a shared
+// store.
+//
+// Keys are spread over shards, each with its own lock, so unrelated keys do
+// not contend. Each key holds a short list of per-policy states; a state
+// whose Expires has passed equals a fresh one, so expired keys are dropped
+// lazily on access and by a sweeper goroutine (stopped by Close). MaxKeys
+// bounds memory: when a shard is full, inserting a new key evicts a sampled
+// key with the earliest expiry, counted by Evictions. Evicting a live key
+// forgets its usage, which favours that client, so size MaxKeys above the
+// number of clients you expect within a window.
+//
+//	store := memorystore.New()
+//	defer store.Close()
+//	limiter, err := floodgate.NewLimiter(store, []floodgate.Policy{{
+//		Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute,
+//	}})
+package memorystore

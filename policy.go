@@ -1,0 +1,236 @@
+package floodgate
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Algorithm names the counting method of a Policy. The zero value is not a
+// valid algorithm, so a Policy whose Algorithm was never set fails Validate.
+type Algorithm uint8
+
+const (
+	// FixedWindow counts per window aligned to multiples of Window since the
+	// Unix epoch (REQUIREMENTS A1). Up to 2 × Quota can pass across a boundary.
+	FixedWindow Algorithm = iota + 1
+	// SlidingWindowLog keeps one entry per admitted request: exact (A2).
+	SlidingWindowLog
+	// SlidingWindowCounter weights the previous window's count by the part of
+	// it still inside the sliding window (A3). The recommended default.
+	SlidingWindowCounter
+	// TokenBucket refills Quota tokens per Window into a bucket of Burst (A4).
+	TokenBucket
+	// GCRA is the generic cell rate algorithm (theoretical arrival time); it
+	// admits exactly what TokenBucket admits for the same policy.
+	GCRA
+)
+
+var algorithmNames = [...]string{
+	FixedWindow:          "fixed-window",
+	SlidingWindowLog:     "sliding-window-log",
+	SlidingWindowCounter: "sliding-window-counter",
+	TokenBucket:          "token-bucket",
+	GCRA:                 "gcra",
+}
+
+// String returns the algorithm's name as used in configuration, e.g.
+// "sliding-window-counter".
+func (a Algorithm) String() string {
+	if a == 0 || int(a) >= len(algorithmNames) {
+		return fmt.Sprintf("algorithm(%d)", uint8(a))
+	}
+	return algorithmNames[a]
+}
+
+// ParseAlgorithm is the inverse of Algorithm.String. It returns an error
+// wrapping ErrInvalidPolicy for an unknown name.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for a, name := range algorithmNames {
+		if a != 0 && name == s {
+			return Algorithm(a), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q (want fixed-window, sliding-window-log, sliding-window-counter, token-bucket or gcra)", ErrInvalidPolicy, s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Algorithm) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, err := ParseAlgorithm(string(b))
+	*a = v
+	return err
+}
+
+// Unit is what a policy's Quota counts: the quota units of
+// draft-ietf-httpapi-ratelimit-headers-11 §3.1.2. The zero value is Requests.
+type Unit uint8
+
+const (
+	Requests           Unit = iota // "requests": each request costs 1 by default
+	ContentBytes                   // "content-bytes": the cost is the request body size
+	ConcurrentRequests             // "concurrent-requests": requests in flight at once
+)
+
+var unitNames = [...]string{Requests: "requests", ContentBytes: "content-bytes", ConcurrentRequests: "concurrent-requests"}
+
+// String returns the unit's draft-11 name, e.g. "content-bytes".
+func (u Unit) String() string {
+	if int(u) >= len(unitNames) {
+		return fmt.Sprintf("unit(%d)", uint8(u))
+	}
+	return unitNames[u]
+}
+
+// ParseUnit is the inverse of Unit.String; "" means Requests.
+func ParseUnit(s string) (Unit, error) {
+	if s == "" {
+		return Requests, nil
+	}
+	for u, name := range unitNames {
+		if name == s {
+			return Unit(u), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown unit %q (want requests, content-bytes or concurrent-requests)", ErrInvalidPolicy, s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (u Unit) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (u *Unit) UnmarshalText(b []byte) error {
+	v, err := ParseUnit(string(b))
+	*u = v
+	return err
+}
+
+// Policy is one named quota: at most Quota units per Window for each
+// partition key.
+type Policy struct {
+	// Name identifies the policy in headers (the RateLimit-Policy item name),
+	// metrics and store keys. 1–64 characters from [A-Za-z0-9_.-].
+	Name string
+	// Algorithm is how usage is counted.
+	Algorithm Algorithm
+	// Quota is the number of units allowed per Window (q in RateLimit-Policy).
+	Quota int64
+	// Window is the span the quota applies to (w). At least 1 ms; the
+	// algorithms work in whole microseconds, so sub-microsecond parts are
+	// ignored.
+	Window time.Duration
+	// Burst is the bucket capacity of TokenBucket and GCRA: how many units may
+	// pass at once after an idle period. 0 means Quota. The window algorithms
+	// have no burst, so Validate rejects a Burst on them rather than ignore it.
+	Burst int64
+	// Unit is what Quota counts. ConcurrentRequests policies are enforced by
+	// the HTTP middleware's in-flight slots; Quota is then the slot count.
+	Unit Unit
+}
+
+// maxExact bounds Capacity × Window in microseconds for the algorithms that
+// multiply the two. The Redis scripts compute in Lua numbers (IEEE doubles),
+// which hold integers exactly only up to 2^53; staying below it keeps both
+// stores exact and identical.
+const maxExact = 1 << 53
+
+// Capacity is the most units the policy can admit at one instant: Burst
+// for TokenBucket and GCRA (Quota when Burst is 0), Quota otherwise. A cost
+// above it can never be admitted (ErrCostExceedsQuota).
+func (p Policy) Capacity() int64 {
+	if p.Burst > 0 && (p.Algorithm == TokenBucket || p.Algorithm == GCRA) {
+		return p.Burst
+	}
+	return p.Quota
+}
+
+// Validate reports whether the policy can be enforced. The error wraps
+// ErrInvalidPolicy and names the policy and the field at fault.
+func (p Policy) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: policy %q: %s", ErrInvalidPolicy, p.Name, fmt.Sprintf(format, args...))
+	}
+	if err := validName(p.Name); err != nil {
+		return fmt.Errorf("%w: policy %q: %v", ErrInvalidPolicy, p.Name, err)
+	}
+	if p.Algorithm == 0 || int(p.Algorithm) >= len(algorithmNames) {
+		return fail("unknown algorithm %d", p.Algorithm)
+	}
+	if int(p.Unit) >= len(unitNames) {
+		return fail("unknown unit %d", p.Unit)
+	}
+	if p.Quota <= 0 {
+		return fail("quota must be positive, got %d", p.Quota)
+	}
+	if p.Window < time.Millisecond {
+		return fail("window must be at least 1ms, got %v", p.Window)
+	}
+	if p.Burst < 0 {
+		return fail("burst must not be negative, got %d", p.Burst)
+	}
+	if p.Burst > 0 && p.Algorithm != TokenBucket && p.Algorithm != GCRA {
+		return fail("burst applies to token-bucket and gcra only, not %s", p.Algorithm)
+	}
+	switch p.Algorithm {
+	case SlidingWindowCounter, TokenBucket, GCRA:
+		if w := p.Window.Microseconds(); p.Capacity() > maxExact/w {
+			return fail("capacity %d × window %v exceeds 2^53 µs·units, beyond exact arithmetic; use a shorter window or the fixed-window algorithm", p.Capacity(), p.Window)
+		}
+	}
+	return nil
+}
+
+// validName accepts the characters that are safe unquoted in a header's
+// sf-string, a Prometheus label value and a Redis key alike.
+func validName(s string) error {
+	if s == "" {
+		return errors.New("name is empty")
+	}
+	if len(s) > 64 {
+		return fmt.Errorf("name is %d bytes long, at most 64 allowed", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return fmt.Errorf("name has character %q at %d; use letters, digits, '_', '-' or '.'", c, i)
+		}
+	}
+	return nil
+}
+
+// ValidatePolicies checks each policy and that names are unique, since names
+// link RateLimit items to RateLimit-Policy items and key the store.
+func ValidatePolicies(policies []Policy) error {
+	if len(policies) == 0 {
+		return fmt.Errorf("%w: no policies", ErrInvalidPolicy)
+	}
+	for i, p := range policies {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		for _, q := range policies[:i] {
+			if q.Name == p.Name {
+				return fmt.Errorf("%w: policy name %q used twice", ErrInvalidPolicy, p.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckCost returns ErrInvalidCost for a negative cost and
+// ErrCostExceedsQuota when cost is above some policy's Capacity: such a
+// request could never pass, so waiting would not help. Stores call it before
+// touching any state.
+func CheckCost(cost int64, policies []Policy) error {
+	if cost < 0 {
+		return fmt.Errorf("%w: %d", ErrInvalidCost, cost)
+	}
+	for _, p := range policies {
+		if cost > p.Capacity() {
+			return fmt.Errorf("%w: cost %d, policy %q admits at most %d at once", ErrCostExceedsQuota, cost, p.Name, p.Capacity())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,263 @@
+// Package storetest is the conformance suite every floodgate.Store must
+// pass: scripted sequences of (time, key, policies, cost) with the exact
+// Allowed, Remaining, ResetAfter and RetryAfter that package algorithm
+// defines. The memory and Redis stores run the same suite with the same
+// expected values, which is how they are known to agree (REQUIREMENTS A5, S4).
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T, now func() time.Time) floodgate.Store {
+//			return mystore.New(mystore.WithClock(now))
+//		})
+//	}
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+)
+
+// NewStore returns an empty store whose clock is now. Each call must give a
+// store (or key space) that shares no state with earlier ones.
+type NewStore func(t *testing.T, now func() time.Time) floodgate.Store
+
+// Epoch is the suite's time zero: a whole hour, so aligned windows of a
+// second, a minute or an hour all start there.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Clock is a settable clock, safe for concurrent use.
+type Clock struct{ ns atomic.Int64 }
+
+// NewClock returns a clock reading t.
+func NewClock(t time.Time) *Clock { c := &Clock{}; c.Set(t); return c }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// step is one request of a script and what each policy must answer.
+type step struct {
+	at   time.Duration // since Epoch
+	key  string
+	cost int64
+	want []want // one per policy
+	err  error  // wanted error, if any
+}
+
+type want struct {
+	allowed    bool
+	remaining  int64
+	resetAfter time.Duration
+	retryAfter time.Duration
+}
+
+func ok(remaining int64, reset time.Duration) want {
+	return want{allowed: true, remaining: remaining, resetAfter: reset}
+}
+
+func deny(remaining int64, reset, retry time.Duration) want {
+	return want{remaining: remaining, resetAfter: reset, retryAfter: retry}
+}
+
+type script struct {
+	name     string
+	policies []floodgate.Policy
+	steps    []step
+}
+
+const (
+	ms = time.Millisecond
+	s  = time.Second
+)
+
+func pol(name string, a floodgate.Algorithm, quota int64, window time.Duration, burst int64) floodgate.Policy {
+	return floodgate.Policy{Name: name, Algorithm: a, Quota: quota, Window: window, Burst: burst}
+}
+
+// Run runs the whole suite against stores made by newStore.
+func Run(t *testing.T, newStore NewStore) {
+	t.Run("Scripts", func(t *testing.T) {
+		for _, sc := range scripts() {
+			t.Run(sc.name, func(t *testing.T) { play(t, newStore, sc) })
+		}
+	})
+	t.Run("LimitPlusOne", func(t *testing.T) { limitPlusOne(t, newStore) })
+	t.Run("Concurrent", func(t *testing.T) { concurrent(t, newStore) })
+	t.Run("ManyKeys", func(t *testing.T) { manyKeys(t, newStore) })
+	t.Run("Reset", func(t *testing.T) { reset(t, newStore) })
+}
+
+func play(t *testing.T, newStore NewStore, sc script) {
+	clock := NewClock(Epoch)
+	st := newStore(t, clock.Now)
+	res := make([]floodgate.Result, len(sc.policies))
+	for i, stp := range sc.steps {
+		clock.Set(Epoch.Add(stp.at))
+		key := stp.key
+		if key == "" {
+			key = "k"
+		}
+		clear(res)
+		err := st.Take(context.Background(), key, stp.cost, sc.policies, res)
+		where := fmt.Sprintf("step %d (t=%v key=%s cost=%d)", i, stp.at, key, stp.cost)
+		if stp.err != nil {
+			if !errors.Is(err, stp.err) {
+				t.Fatalf("%s: error %v, want %v", where, err, stp.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		for j, w := range stp.want {
+			r := res[j]
+			got := want{r.Allowed, r.Remaining, r.ResetAfter, r.RetryAfter}
+			if got != w {
+				t.Errorf("%s policy %s:\n got  allowed=%v remaining=%d reset=%v retry=%v\n want allowed=%v remaining=%d reset=%v retry=%v",
+					where, sc.policies[j].Name, got.allowed, got.remaining, got.resetAfter, got.retryAfter,
+					w.allowed, w.remaining, w.resetAfter, w.retryAfter)
+			}
+		}
+	}
+}
+
+// algorithms lists every algorithm with a policy of quota 5 per second.
+var algorithms = []floodgate.Algorithm{
+	floodgate.FixedWindow, floodgate.SlidingWindowLog, floodgate.SlidingWindowCounter,
+	floodgate.TokenBucket, floodgate.GCRA,
+}
+
+// limitPlusOne is seed case V1: limit + 1 calls at one instant, the last is
+// rejected, for every algorithm.
+func limitPlusOne(t *testing.T, newStore NewStore) {
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock(Epoch.Add(250 * ms))
+			st := newStore(t, clock.Now)
+			ps := []floodgate.Policy{pol("v1", a, 5, time.Minute, 0)}
+			res := make([]floodgate.Result, 1)
+			for i := range 6 {
+				if err := st.Take(context.Background(), "client", 1, ps, res); err != nil {
+					t.Fatal(err)
+				}
+				if wantOK := i < 5; res[0].Allowed != wantOK || res[0].Remaining != max(int64(4-i), 0) {
+					t.Fatalf("call %d: allowed=%v remaining=%d, want allowed=%v remaining=%d", i+1, res[0].Allowed, res[0].Remaining, wantOK, max(4-i, 0))
+				}
+			}
+			if res[0].RetryAfter <= 0 {
+				t.Fatalf("denied call has RetryAfter %v, want > 0", res[0].RetryAfter)
+			}
+		})
+	}
+}
+
+// concurrent is seed case V2: limit + 5 goroutines at once; exactly the
+// limit is admitted (at most, by V2; exactly, since the clock stands still).
+func concurrent(t *testing.T, newStore NewStore) {
+	const limit = 50
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock(Epoch.Add(10 * ms))
+			st := newStore(t, clock.Now)
+			ps := []floodgate.Policy{pol("v2", a, limit, time.Minute, 0), pol("other", floodgate.FixedWindow, 1000, time.Hour, 0)}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range limit + 5 {
+				wg.Go(func() {
+					res := make([]floodgate.Result, 2)
+					<-start
+					if err := st.Take(context.Background(), "hot", 1, ps, res); err != nil {
+						t.Error(err)
+						return
+					}
+					if !res[1].Allowed {
+						t.Errorf("policy other denied below its quota")
+					}
+					if res[0].Allowed {
+						admitted.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if got := admitted.Load(); got != limit {
+				t.Fatalf("admitted %d of %d, want exactly %d", got, limit+5, limit)
+			}
+			// All or nothing: the denied requests spent nothing from "other".
+			res := make([]floodgate.Result, 2)
+			if err := st.Take(context.Background(), "hot", 0, ps, res); err != nil {
+				t.Fatal(err)
+			}
+			if res[1].Remaining != 1000-limit {
+				t.Fatalf("policy other has %d remaining, want %d", res[1].Remaining, 1000-limit)
+			}
+		})
+	}
+}
+
+func manyKeys(t *testing.T, newStore NewStore) {
+	clock := NewClock(Epoch)
+	st := newStore(t, clock.Now)
+	ps := []floodgate.Policy{pol("each", floodgate.SlidingWindowCounter, 1, time.Minute, 0)}
+	res := make([]floodgate.Result, 1)
+	for round, wantOK := range []bool{true, false} {
+		for i := range 500 {
+			if err := st.Take(context.Background(), fmt.Sprintf("key-%d", i), 1, ps, res); err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Allowed != wantOK {
+				t.Fatalf("round %d key %d: allowed=%v, want %v", round, i, res[0].Allowed, wantOK)
+			}
+		}
+	}
+	// Two windows later every key is fresh again.
+	clock.Advance(2 * time.Minute)
+	for i := range 500 {
+		if err := st.Take(context.Background(), fmt.Sprintf("key-%d", i), 1, ps, res); err != nil {
+			t.Fatal(err)
+		}
+		if !res[0].Allowed || res[0].Remaining != 0 {
+			t.Fatalf("after expiry key %d: allowed=%v remaining=%d, want true 0", i, res[0].Allowed, res[0].Remaining)
+		}
+	}
+}
+
+func reset(t *testing.T, newStore NewStore) {
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock(Epoch)
+			st := newStore(t, clock.Now)
+			ps := []floodgate.Policy{pol("r", a, 2, time.Hour, 0)}
+			res := make([]floodgate.Result, 1)
+			for range 3 {
+				if err := st.Take(context.Background(), "k", 1, ps, res); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if res[0].Allowed {
+				t.Fatal("third call admitted, want denied")
+			}
+			if err := st.Reset(context.Background(), "k", ps); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Take(context.Background(), "k", 0, ps, res); err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Remaining != 2 {
+				t.Fatalf("after Reset remaining %d, want 2", res[0].Remaining)
+			}
+		})
+	}
+}
