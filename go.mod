@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/realclientip/realclientip-go v1.0.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
