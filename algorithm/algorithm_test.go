@@ -1,0 +1,195 @@
+package algorithm
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+const sec = 1_000_000 // µs
+
+// T0 is a whole minute in µs since the epoch, so aligned windows start there.
+const t0 = 1_767_225_600 * sec
+
+func TestFixedWindowFormula(t *testing.T) {
+	p := Params{Quota: 4, Capacity: 4, Window: 10 * sec}
+	s, r := FixedWindow(State{}, t0+3*sec, p, 3)
+	if want := (Result{Allowed: true, Remaining: 1, ResetAfter: 7 * sec, Expires: t0 + 10*sec}); r != want {
+		t.Fatalf("first: %+v, want %+v", r, want)
+	}
+	if s != (State{A: t0, B: 3}) {
+		t.Fatalf("state %+v", s)
+	}
+	_, r = FixedWindow(s, t0+4*sec, p, 2)
+	if want := (Result{Remaining: 1, ResetAfter: 6 * sec, RetryAfter: 6 * sec, Expires: t0 + 10*sec}); r != want {
+		t.Fatalf("denied: %+v, want %+v", r, want)
+	}
+	// The next window starts empty, whatever the old count.
+	s, r = FixedWindow(s, t0+10*sec, p, 4)
+	if !r.Allowed || r.Remaining != 0 || s != (State{A: t0 + 10*sec, B: 4}) {
+		t.Fatalf("next window: %+v %+v", r, s)
+	}
+}
+
+func TestSlidingWindowCounterRetryIsExact(t *testing.T) {
+	// For random states, RetryAfter is the first µs at which the cost fits:
+	// it fits then, and did not fit one µs before.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		q := 1 + rng.Int64N(50)
+		w := 1 + rng.Int64N(3*sec)
+		p := Params{Quota: q, Capacity: q, Window: w}
+		start := t0 - t0%w
+		s := State{A: start, B: rng.Int64N(q + 1), C: rng.Int64N(q + 1)}
+		now := start + rng.Int64N(w)
+		cost := 1 + rng.Int64N(q)
+		_, r := SlidingWindowCounter(s, now, p, cost)
+		if r.Allowed {
+			continue
+		}
+		if r.RetryAfter <= 0 {
+			t.Fatalf("denied with RetryAfter %d: q=%d w=%d s=%+v now-start=%d cost=%d", r.RetryAfter, q, w, s, now-start, cost)
+		}
+		if _, at := SlidingWindowCounter(s, now+r.RetryAfter, p, cost); !at.Allowed {
+			t.Fatalf("denied at RetryAfter: q=%d w=%d s=%+v e=%d cost=%d retry=%d", q, w, s, now-start, cost, r.RetryAfter)
+		}
+		if _, before := SlidingWindowCounter(s, now+r.RetryAfter-1, p, cost); before.Allowed {
+			t.Fatalf("admitted 1µs before RetryAfter: q=%d w=%d s=%+v e=%d cost=%d retry=%d", q, w, s, now-start, cost, r.RetryAfter)
+		}
+	}
+}
+
+func TestSlidingWindowCounterEstimate(t *testing.T) {
+	// prev = 8, curr = 3, a quarter into the window: 8·0.75 + 3 = 9 of 10 used.
+	p := Params{Quota: 10, Capacity: 10, Window: 4 * sec}
+	start := t0 - t0%p.Window
+	s := State{A: start - p.Window, B: 8}
+	// At the window's start prev still weighs fully: 8 + 3 > 10. It fits
+	// once 8·(W−e)/W ≤ 10 − 3, at e = W/8 = 0.5 s.
+	_, r := SlidingWindowCounter(s, start, p, 3)
+	if want := (Result{Remaining: 2, ResetAfter: 4 * sec, RetryAfter: sec / 2, Expires: start + 8*sec}); r != want {
+		t.Fatalf("at window start: %+v, want %+v", r, want)
+	}
+	st := State{A: start, B: 3, C: 8}
+	_, r = SlidingWindowCounter(st, start+sec, p, 0)
+	if r.Remaining != 1 || !r.Allowed || r.ResetAfter != 3*sec {
+		t.Fatalf("peek: %+v, want remaining 1, reset 3s", r)
+	}
+}
+
+func TestBucketRefillAndNoDrift(t *testing.T) {
+	p := Params{Quota: 3, Capacity: 6, Window: sec} // 3 per second, bucket of 6
+	for name, take := range map[string]func(State, int64, Params, int64) (State, Result){"token-bucket": TokenBucket, "gcra": GCRA} {
+		t.Run(name, func(t *testing.T) {
+			s, r := take(State{}, t0, p, 6)
+			if !r.Allowed || r.Remaining != 0 {
+				t.Fatalf("a new bucket is full: %+v", r)
+			}
+			// 1/3 s per token: ceil(1e6/3) µs.
+			if r.ResetAfter != 333334 {
+				t.Fatalf("ResetAfter %d, want 333334", r.ResetAfter)
+			}
+			_, r = take(s, t0+sec/2, p, 2)
+			// 1.5 tokens after half a second; 0.5 more take 1/6 s.
+			if r.Allowed || r.Remaining != 1 || r.RetryAfter != 166667 {
+				t.Fatalf("half a second on: %+v", r)
+			}
+			// A year idle holds exactly the capacity.
+			_, r = take(s, t0+365*24*3600*sec, p, 0)
+			if r.Remaining != 6 || r.ResetAfter != 0 {
+				t.Fatalf("after a year: %+v", r)
+			}
+		})
+	}
+}
+
+// TestGCRAEqualsTokenBucket plays random sequences through both and
+// requires the same decisions at every step.
+func TestGCRAEqualsTokenBucket(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for seq := range 300 {
+		q := 1 + rng.Int64N(1000)
+		w := 1000 + rng.Int64N(120*sec)
+		c := q
+		if rng.IntN(2) == 0 {
+			c = 1 + rng.Int64N(2*q)
+		}
+		p := Params{Quota: q, Capacity: c, Window: w}
+		var tb, gc State
+		now := t0 + rng.Int64N(sec)
+		for step := range 400 {
+			now += rng.Int64N(2 * w / max(q, 1) * 2)
+			cost := rng.Int64N(c + 1)
+			var a, b Result
+			tb, a = TokenBucket(tb, now, p, cost)
+			gc, b = GCRA(gc, now, p, cost)
+			a.Expires, b.Expires = 0, 0 // the states differ in form, not meaning
+			if a != b {
+				t.Fatalf("seq %d step %d (q=%d c=%d w=%d cost=%d): token bucket %+v, gcra %+v", seq, step, q, c, w, cost, a, b)
+			}
+		}
+	}
+}
+
+func TestLogRetryWalksOldest(t *testing.T) {
+	p := Params{Quota: 5, Capacity: 5, Window: 10 * sec}
+	var l Log
+	for i, n := range []int64{2, 1, 2} {
+		at := t0 + int64(i)*sec
+		if r := l.Take(at, p, n); !r.Allowed {
+			t.Fatalf("entry %d denied", i)
+		}
+		l.Add(at, n)
+	}
+	// Full. Cost 3 needs the first two entries (2 + 1) to leave: at t0+1s+10s.
+	r := l.Take(t0+5*sec, p, 3)
+	if r.Allowed || r.RetryAfter != 6*sec || r.ResetAfter != 5*sec {
+		t.Fatalf("%+v, want retry 6s reset 5s", r)
+	}
+	if l.Take(t0+11*sec, p, 3).Allowed != true {
+		t.Fatal("cost 3 must fit once two entries left")
+	}
+	if l.Len() != 1 {
+		t.Fatalf("log holds %d entries after pruning, want 1", l.Len())
+	}
+}
+
+func FuzzAlgorithmsSane(f *testing.F) {
+	f.Add(int64(10), int64(1_000_000), int64(0), int64(5), int64(3), uint8(0))
+	f.Fuzz(func(t *testing.T, q, w, c, cost, gap int64, alg uint8) {
+		q, w = 1+abs(q)%10000, 1000+abs(w)%(3600*sec)
+		if q*w > 1<<53 {
+			return
+		}
+		p := Params{Quota: q, Capacity: q, Window: w}
+		cost = abs(cost) % (q + 1)
+		var s State
+		now := t0 + abs(c)%sec
+		for range 5 {
+			var r Result
+			switch alg % 4 {
+			case 0:
+				s, r = FixedWindow(s, now, p, cost)
+			case 1:
+				s, r = SlidingWindowCounter(s, now, p, cost)
+			case 2:
+				s, r = TokenBucket(s, now, p, cost)
+			case 3:
+				s, r = GCRA(s, now, p, cost)
+			}
+			if r.Remaining < 0 || r.Remaining > q || r.ResetAfter < 0 || r.RetryAfter < 0 || r.Allowed == (r.RetryAfter > 0) {
+				t.Fatalf("insane result %+v (q=%d w=%d cost=%d alg=%d)", r, q, w, cost, alg%4)
+			}
+			now += abs(gap) % (2 * w)
+		}
+	})
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		if x == -x {
+			return 0
+		}
+		return -x
+	}
+	return x
+}
