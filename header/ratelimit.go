@@ -37,7 +37,7 @@ type Policy struct {
 	// Unit is qu. When formatting, "" and "requests" both mean the default
 	// and qu is not emitted. Parsing always sets the effective unit, so an
 	// absent qu reads back as "requests". Unregistered units parse (pol-13);
-	// see EffectiveUnit.
+	// see EffectiveUnit. An explicit qu="" is rejected as naming no unit.
 	Unit string
 	// Window is w in whole seconds; 0 means absent (w must be ≥ 1).
 	Window int64
@@ -368,6 +368,11 @@ func parsePolicy(lines []string, lenient bool) ([]Policy, error) {
 			case "qu":
 				switch u := v.(type) {
 				case string:
+					// Unregistered units are kept (pol-13), but an empty one
+					// names no unit at all and could not be written back.
+					if u == "" {
+						return nil, invalidf("policy %q: qu must not be empty", p.Name)
+					}
 					p.Unit = u
 				case httpsfv.Token:
 					if !lenient {
