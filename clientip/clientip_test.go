@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 func mustNew(t testing.TB, cfg Config) *Resolver {
@@ -212,12 +213,16 @@ func FuzzClientIP(f *testing.F) {
 // inHeaders looks for a in any address-like substring of the values.
 func inHeaders(a netip.Addr, values ...string) bool {
 	for _, v := range values {
-		for _, piece := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(`,;=" []`, r) }) {
+		for _, piece := range strings.FieldsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`,;="[]`, r) }) {
 			if i := strings.IndexByte(piece, '%'); i >= 0 {
 				piece = piece[:i]
 			}
-			for _, cand := range []string{piece, strings.TrimSuffix(piece, piece[strings.LastIndexByte(piece, ':')+1:])} {
-				cand = strings.TrimSuffix(cand, ":")
+			// The piece itself, or the piece minus a trailing ":port".
+			cands := []string{piece}
+			if i := strings.LastIndexByte(piece, ':'); i > 0 {
+				cands = append(cands, piece[:i])
+			}
+			for _, cand := range cands {
 				if b, err := netip.ParseAddr(cand); err == nil && b.Unmap() == a {
 					return true
 				}
