@@ -229,13 +229,14 @@ func (r *Resolver) Key(req *http.Request) string {
 // KeyFor returns the key of an address already resolved (see Key).
 func (r *Resolver) KeyFor(a netip.Addr) string {
 	a = normalise(a)
+	// A stack buffer keeps this to the single allocation of the result.
+	var buf [64]byte
 	if r.v6bits > 0 && a.Is6() {
-		p, err := a.Prefix(r.v6bits)
-		if err == nil {
-			return p.String()
+		if p, err := a.Prefix(r.v6bits); err == nil {
+			return string(p.AppendTo(buf[:0]))
 		}
 	}
-	return a.String()
+	return string(a.AppendTo(buf[:0]))
 }
 
 func normalise(a netip.Addr) netip.Addr {
