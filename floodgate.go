@@ -114,3 +114,15 @@ type Store interface {
 	// Reset forgets the state of key under the given policies.
 	Reset(ctx context.Context, key string, policies []Policy) error
 }
+
+// Slots holds in-flight slots for ConcurrentRequests policies: at most
+// Policy.Quota requests per key at once. The HTTP middleware takes a slot
+// before the handler runs and gives it back when the handler returns.
+type Slots interface {
+	// Acquire takes one slot of p for key. When ok is false the slots are
+	// all taken and nothing is held. When ok is true the caller must call
+	// release exactly once; a slot not released within lease (its holder
+	// crashed) frees itself, in stores shared across processes. free is the
+	// number of slots left after this call.
+	Acquire(ctx context.Context, key string, p Policy, lease time.Duration) (release func(), free int64, ok bool, err error)
+}

@@ -27,9 +27,10 @@ type Store struct {
 }
 
 type shard struct {
-	mu sync.Mutex
-	m  map[string]*node
-	_  [48]byte // keep shards on separate cache lines
+	mu    sync.Mutex
+	m     map[string]*node
+	slots map[slotKey]int64 // in-flight counts, made on first use
+	_     [40]byte          // keep shards on separate cache lines
 }
 
 // node is one policy's state for one key; a key's nodes form a list. Its

@@ -1,0 +1,492 @@
+package httplimit
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/clientip"
+	"github.com/floodgate/floodgate/header"
+)
+
+// Mode is what a rule does with a denied request.
+type Mode uint8
+
+const (
+	// Enforce rejects a denied request with 429.
+	Enforce Mode = iota
+	// Shadow evaluates, logs and counts, but never blocks and sends no
+	// rate-limit headers: for trying a rule on real traffic first.
+	Shadow
+	// Throttle holds a denied request until its policies admit it, up to the
+	// rule's MaxDelay, and rejects with 429 only when that is not enough
+	// (REQUIREMENTS T1). The wait ends early if the client goes away.
+	Throttle
+)
+
+var modeNames = [...]string{Enforce: "enforce", Shadow: "shadow", Throttle: "throttle"}
+
+// String returns "enforce", "shadow" or "throttle".
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseMode is the inverse of Mode.String; "" means Enforce.
+func ParseMode(s string) (Mode, error) {
+	if s == "" {
+		return Enforce, nil
+	}
+	for m, name := range modeNames {
+		if name == s {
+			return Mode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("httplimit: unknown mode %q (want enforce, shadow or throttle)", s)
+}
+
+// Rule limits the requests that match its pattern.
+type Rule struct {
+	// Name labels the rule in logs and metrics; default: the pattern.
+	Name string
+	// Pattern selects requests, in http.ServeMux syntax
+	// "[METHOD ][HOST]/[PATH]" (see the package doc); "/" matches all.
+	// Rules are tried in order and the first match wins.
+	Pattern string
+	// Policies all apply at once (REQUIREMENTS K3): a request passes only if
+	// every one admits it. Requests policies are charged Cost,
+	// ContentBytes policies the request body size, and ConcurrentRequests
+	// policies hold an in-flight slot while the handler runs.
+	Policies []floodgate.Policy
+	// Key builds the partition key from its parts (K1); default ClientIP().
+	Key []KeyPart
+	// Cost charges a request against the Requests policies; default 1.
+	// An error answers 400.
+	Cost func(r *http.Request) (int64, error)
+	// Mode is Enforce (default), Shadow or Throttle.
+	Mode Mode
+	// MaxDelay bounds how long Throttle holds a request.
+	MaxDelay time.Duration
+	// FailureMode is what happens while the store fails (S3); default
+	// FailClosed, answered with 503.
+	FailureMode floodgate.FailureMode
+	// LocalShare is the share of each quota enforced locally with
+	// FailToLocal (e.g. 1/replicas); default 1.
+	LocalShare float64
+	// MaxBodyBytes caps a body of unknown length read under ContentBytes
+	// policies; reading past it fails the read. Default 10 MiB.
+	MaxBodyBytes int64
+}
+
+// Bypass lets trusted traffic through without limits (K5).
+type Bypass struct {
+	// Header carries a bypass token; default "X-Bypass-Token".
+	Header string
+	// Tokens are compared in constant time.
+	Tokens []string
+	// CIDRs are client networks never limited, e.g. webhook senders. The
+	// client address is the one the trusted-proxy rules give.
+	CIDRs []netip.Prefix
+}
+
+// HeaderStyle selects the rate-limit fields on responses.
+type HeaderStyle uint8
+
+const (
+	// Both sends draft-11 RateLimit/RateLimit-Policy and X-RateLimit-*.
+	Both HeaderStyle = iota
+	// Draft11 sends RateLimit and RateLimit-Policy only.
+	Draft11
+	// Legacy sends X-RateLimit-Limit/Remaining/Reset only.
+	Legacy
+	// None sends no rate-limit fields (Retry-After still goes on a 429).
+	None
+)
+
+var styleNames = [...]string{Both: "both", Draft11: "draft11", Legacy: "legacy", None: "none"}
+
+// String returns "both", "draft11", "legacy" or "none".
+func (s HeaderStyle) String() string {
+	if int(s) < len(styleNames) {
+		return styleNames[s]
+	}
+	return fmt.Sprintf("style(%d)", uint8(s))
+}
+
+// ParseHeaderStyle is the inverse of HeaderStyle.String; "" means Both.
+func ParseHeaderStyle(s string) (HeaderStyle, error) {
+	if s == "" {
+		return Both, nil
+	}
+	for st, name := range styleNames {
+		if name == s {
+			return HeaderStyle(st), nil
+		}
+	}
+	return 0, fmt.Errorf("httplimit: unknown header style %q (want both, draft11, legacy or none)", s)
+}
+
+// Config configures a Middleware.
+type Config struct {
+	// Store keeps the counters; it must also implement floodgate.Slots when
+	// a rule has ConcurrentRequests policies. Required.
+	Store floodgate.Store
+	// Local answers for rules with FailToLocal while Store fails, typically
+	// a memorystore.Store.
+	Local floodgate.Store
+	// Rules are tried in order; a request no rule matches passes untouched.
+	Rules []Rule
+	// Skip lists patterns never limited, e.g. "GET /healthz" (K5).
+	Skip []string
+	// Bypass lets tokens and networks through (K5).
+	Bypass Bypass
+	// ClientIP resolves client addresses; default: the socket peer only,
+	// no proxy trusted.
+	ClientIP *clientip.Resolver
+	// Headers selects the response fields; default Both.
+	Headers HeaderStyle
+	// ResetStyle is X-RateLimit-Reset's form: header.ResetEpoch (default,
+	// Unix seconds) or header.ResetDelta (seconds from now).
+	ResetStyle header.ResetStyle
+	// WarnAt sends X-RateLimit-Warning once this share of any policy is
+	// used (H6); default 0.9, negative disables.
+	WarnAt float64
+	// OnReject, if set, writes the 429 response in place of the default
+	// problem+json body. The rate-limit fields and Retry-After are already
+	// set on w when it runs.
+	OnReject func(w http.ResponseWriter, r *http.Request, d floodgate.Decision)
+	// Metrics receives counters and latencies; nil records nothing. See
+	// NewMetrics.
+	Metrics *Metrics
+	// Logger gets one record per rejected request (O1); default
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for X-RateLimit-Reset epochs; default time.Now.
+	Now func() time.Time
+}
+
+// Middleware is net/http rate-limiting middleware. Build it with New.
+type Middleware struct {
+	rules    []*rule
+	skip     []*pattern
+	bypass   Bypass
+	tokens   [][]byte
+	resolver *clientip.Resolver
+	style    HeaderStyle
+	reset    header.ResetStyle
+	warnAt   float64
+	onReject func(http.ResponseWriter, *http.Request, floodgate.Decision)
+	metrics  *Metrics
+	logger   *slog.Logger
+	now      func() time.Time
+}
+
+// New validates cfg and builds the Middleware. Errors name the rule and
+// what is wrong: a bad pattern, an invalid policy (wrapping
+// floodgate.ErrInvalidPolicy), or ConcurrentRequests policies over a store
+// without slots.
+func New(cfg Config) (*Middleware, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("httplimit: no store")
+	}
+	m := &Middleware{
+		bypass:   cfg.Bypass,
+		resolver: cfg.ClientIP,
+		style:    cfg.Headers,
+		reset:    cfg.ResetStyle,
+		warnAt:   cfg.WarnAt,
+		onReject: cfg.OnReject,
+		metrics:  cfg.Metrics,
+		logger:   cfg.Logger,
+		now:      cfg.Now,
+	}
+	if m.resolver == nil {
+		m.resolver, _ = clientip.New(clientip.Config{})
+	}
+	if m.warnAt == 0 {
+		m.warnAt = 0.9
+	}
+	if m.logger == nil {
+		m.logger = slog.Default()
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.bypass.Header == "" {
+		m.bypass.Header = "X-Bypass-Token"
+	}
+	for _, t := range cfg.Bypass.Tokens {
+		if t == "" {
+			return nil, errors.New("httplimit: empty bypass token")
+		}
+		m.tokens = append(m.tokens, []byte(t))
+	}
+	for _, s := range cfg.Skip {
+		p, err := parsePattern(s)
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: skip: %w", err)
+		}
+		m.skip = append(m.skip, p)
+	}
+	for i := range cfg.Rules {
+		r, err := newRule(cfg.Rules[i], cfg.Store, cfg.Local, m.logger)
+		if err != nil {
+			return nil, err
+		}
+		m.rules = append(m.rules, r)
+	}
+	return m, nil
+}
+
+// Wrap returns next behind the rate limits.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	for _, p := range m.skip {
+		if p.match(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+	}
+	var ru *rule
+	for _, c := range m.rules {
+		if c.pattern.match(r) {
+			ru = c
+			break
+		}
+	}
+	if ru == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	info := Info{Rule: ru.name, Route: ru.pattern.raw}
+	if ru.needsIP || len(m.bypass.CIDRs) > 0 {
+		if a, err := m.resolver.ClientIP(r); err == nil {
+			info.ClientIP = m.resolver.KeyFor(a)
+			if m.allowListed(a) {
+				m.metrics.bypass(ru.name, "cidr")
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+	}
+	if len(m.tokens) > 0 && m.tokenOK(r.Header.Get(m.bypass.Header)) {
+		m.metrics.bypass(ru.name, "token")
+		next.ServeHTTP(w, r)
+		return
+	}
+	key := buildKey(ru.key, r, &info)
+	release, ok := m.apply(w, r, ru, key)
+	if release != nil {
+		defer release() // also on panic, so a slot is never leaked
+	}
+	if ok {
+		next.ServeHTTP(w, r)
+	}
+}
+
+func (m *Middleware) allowListed(a netip.Addr) bool {
+	for _, p := range m.bypass.CIDRs {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenOK compares against every token, without stopping early, so the
+// time taken says nothing about which token came close.
+func (m *Middleware) tokenOK(got string) bool {
+	if got == "" {
+		return false
+	}
+	ok := 0
+	for _, t := range m.tokens {
+		ok |= subtle.ConstantTimeCompare([]byte(got), t)
+	}
+	return ok == 1
+}
+
+// apply runs the rule's limits for key. It returns whether the request may
+// go on, having written the response when not, and a release func for a
+// concurrency slot to run after the handler.
+func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, key string) (release func(), ok bool) {
+	ctx := r.Context()
+	var results []floodgate.Result
+	var denied *floodgate.Decision
+
+	for _, sp := range ru.slots {
+		rel, free, got, err := ru.slotStore.Acquire(ctx, key, sp, ru.lease)
+		if err != nil {
+			if ru.failure == floodgate.FailOpen || ru.failure == floodgate.FailToLocal {
+				continue
+			}
+			m.metrics.storeError(ru.name)
+			m.unavailable(w, r, ru, err)
+			return release, false
+		}
+		res := floodgate.Result{Policy: sp, Allowed: got, Remaining: free}
+		if !got {
+			// A slot frees when some request ends; a second is a fair guess.
+			res.RetryAfter = time.Second
+			res.ResetAfter = time.Second
+			d := floodgate.Decision{Policy: sp, RetryAfter: time.Second, ResetAfter: time.Second, Results: []floodgate.Result{res}}
+			denied = &d
+		} else {
+			release = chain(release, rel)
+		}
+		results = append(results, res)
+	}
+
+	if denied == nil && ru.requests != nil {
+		cost := int64(1)
+		if ru.cost != nil {
+			c, err := ru.cost(r)
+			if err != nil {
+				problem(w, http.StatusBadRequest, header.Problem{Title: "Bad Request", Status: 400, Detail: "cost: " + err.Error()})
+				return release, false
+			}
+			cost = c
+		}
+		d, handled := m.take(w, r, ru, ru.requests, key, cost)
+		if handled {
+			return release, false
+		}
+		results = append(results, d.Results...)
+		if !d.Allowed {
+			denied = &d
+		}
+	}
+
+	if denied == nil && ru.bytes != nil {
+		if n := r.ContentLength; n >= 0 {
+			d, handled := m.take(w, r, ru, ru.bytes, key, n)
+			if handled {
+				return release, false
+			}
+			results = append(results, d.Results...)
+			if !d.Allowed {
+				denied = &d
+			}
+		} else {
+			r.Body = &meteredBody{ReadCloser: r.Body, ctx: ctx, l: ru.bytes, key: key, left: ru.maxBody}
+		}
+	}
+
+	if denied != nil {
+		m.metrics.decision(ru.name, denied.Policy.Name, "denied")
+		if ru.mode == Shadow {
+			m.metrics.shadowDenied(ru.name, denied.Policy.Name)
+			m.logDenied(ctx, ru, key, denied, slog.LevelInfo, "shadow rate limit exceeded")
+			return release, true
+		}
+		m.setHeaders(w.Header(), ru, results, denied)
+		m.reject(w, r, ru, key, denied)
+		return release, false
+	}
+	m.metrics.decision(ru.name, "", "allowed")
+	if ru.mode != Shadow {
+		m.setHeaders(w.Header(), ru, results, nil)
+	}
+	return release, true
+}
+
+// take asks l, throttling when the rule says so. handled reports that a
+// response (400/413/503) was already written.
+func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *floodgate.Limiter, key string, cost int64) (d floodgate.Decision, handled bool) {
+	ctx := r.Context()
+	var deadline time.Time
+	for {
+		start := time.Now()
+		d, err := l.Take(ctx, key, cost)
+		m.metrics.storeLatency(ru, time.Since(start))
+		switch {
+		case errors.Is(err, floodgate.ErrCostExceedsQuota):
+			problem(w, http.StatusRequestEntityTooLarge, header.Problem{Title: "Content Too Large", Status: 413, Detail: err.Error()})
+			return d, true
+		case errors.Is(err, floodgate.ErrInvalidCost):
+			problem(w, http.StatusBadRequest, header.Problem{Title: "Bad Request", Status: 400, Detail: err.Error()})
+			return d, true
+		case err != nil && ctx.Err() != nil:
+			return d, true // the client left; nobody reads a response
+		case err != nil:
+			m.metrics.storeError(ru.name)
+			m.unavailable(w, r, ru, err)
+			return d, true
+		}
+		if d.Degraded {
+			m.metrics.storeError(ru.name)
+		}
+		if d.Allowed || ru.mode != Throttle {
+			return d, false
+		}
+		if deadline.IsZero() {
+			deadline = start.Add(ru.maxDelay)
+		}
+		if time.Now().Add(d.RetryAfter).After(deadline) {
+			return d, false
+		}
+		m.metrics.throttled(ru.name)
+		t := time.NewTimer(d.RetryAfter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return d, true
+		case <-t.C:
+		}
+	}
+}
+
+func chain(a, b func()) func() {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func() { b(); a() }
+}
+
+// meteredBody charges ContentBytes policies as a body of unknown length is
+// read, failing the read once the quota or the size cap is exceeded.
+type meteredBody struct {
+	io.ReadCloser
+	ctx  context.Context
+	l    *floodgate.Limiter
+	key  string
+	left int64
+}
+
+// ErrBodyLimited is the read error of a request body stopped by a
+// content-bytes policy or by Rule.MaxBodyBytes.
+var ErrBodyLimited = errors.New("httplimit: request body exceeds its content-bytes limit")
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, ErrBodyLimited
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.left -= int64(n)
+		d, terr := b.l.Take(b.ctx, b.key, int64(n))
+		if terr != nil || !d.Allowed {
+			b.left = 0
+			return 0, ErrBodyLimited
+		}
+	}
+	return n, err
+}

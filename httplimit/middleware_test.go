@@ -1,0 +1,501 @@
+package httplimit_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/clientip"
+	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/storetest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func policy(name string, a floodgate.Algorithm, quota int64, window time.Duration) floodgate.Policy {
+	return floodgate.Policy{Name: name, Algorithm: a, Quota: quota, Window: window}
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+
+// serve starts a real HTTP server on loopback behind the middleware.
+func serve(t *testing.T, cfg httplimit.Config, h http.Handler) *httptest.Server {
+	t.Helper()
+	if cfg.Store == nil {
+		st := memorystore.New()
+		t.Cleanup(func() { st.Close() })
+		cfg.Store = st
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	mw, err := httplimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(mw.Wrap(h))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // panics are part of some tests
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func do(t *testing.T, method, url string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// TestLoginV3 is seed case V3: 5 logins pass, the 6th gets 429 with
+// Retry-After and a body naming the rate limit.
+func TestLoginV3(t *testing.T) {
+	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
+		Pattern:  "POST /login",
+		Policies: []floodgate.Policy{policy("login", floodgate.SlidingWindowCounter, 5, time.Minute)},
+		Key:      []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+	}}}, ok)
+	for i := range 5 {
+		resp := do(t, "POST", srv.URL+"/login")
+		if resp.StatusCode != 200 {
+			t.Fatalf("login %d: status %d", i+1, resp.StatusCode)
+		}
+		if got := resp.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(4-i) {
+			t.Fatalf("login %d: X-RateLimit-Remaining %q, want %d", i+1, got, 4-i)
+		}
+	}
+	resp, err := http.Post(srv.URL+"/login", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("6th login: status %d, want 429", resp.StatusCode)
+	}
+	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	// The counter estimate decays through the next window: at most 12 s
+	// into it (5·(60−e)/60 + 1 ≤ 5 at e = 12 s), so at most 72 s away.
+	if err != nil || ra < 12 || ra > 72 {
+		t.Fatalf("Retry-After %q, want 12..72 seconds", resp.Header.Get("Retry-After"))
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	var p header.Problem
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Type != header.ProblemQuotaExceeded || p.Status != 429 || p.Detail != "rate limit of 5 requests per 1m exceeded" ||
+		len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "login" || p.RetryAfter != int64(ra) {
+		t.Fatalf("problem %+v", p)
+	}
+	if resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatal("a 429 must say Cache-Control: no-store")
+	}
+	// Other routes are not affected by the login limit.
+	if resp := do(t, "GET", srv.URL+"/other"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {
+		t.Fatalf("unmatched route: %d %q", resp.StatusCode, resp.Header.Get("RateLimit"))
+	}
+}
+
+// TestHeadersOn200 checks every field on a success and that each value
+// re-parses with the strict draft-11 parser to what was meant (H3, H4).
+func TestHeadersOn200(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch.Add(15 * time.Second))
+	st := memorystore.New(memorystore.WithClock(clock.Now))
+	defer st.Close()
+	srv := serve(t, httplimit.Config{Store: st, Now: clock.Now, Rules: []httplimit.Rule{{
+		Pattern: "/api/",
+		Policies: []floodgate.Policy{
+			{Name: "burst", Algorithm: floodgate.TokenBucket, Quota: 5, Window: time.Second},
+			policy("minute", floodgate.FixedWindow, 100, time.Minute),
+		},
+		Key: []httplimit.KeyPart{httplimit.APIKey("X-API-Key")},
+	}}}, ok)
+	resp := do(t, "GET", srv.URL+"/api/items", "X-API-Key", "secret-1")
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	pols, err := header.ParsePolicy(resp.Header.Values("RateLimit-Policy")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pols) != 2 || pols[0].Name != "burst" || pols[0].Quota != 5 || pols[0].Window != 1 ||
+		pols[1].Name != "minute" || pols[1].Quota != 100 || pols[1].Window != 60 {
+		t.Fatalf("RateLimit-Policy %q parsed to %+v", resp.Header.Get("RateLimit-Policy"), pols)
+	}
+	lims, err := header.ParseLimit(resp.Header.Values("RateLimit")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// burst: 4 tokens left; the next accrues in 0.2 s, but r/t may not beat
+	// q/w = 5/s, so t = ceil(4·1/5) = 1. minute: 99 left, the window ends in
+	// 45 s; 99/45 exceeds 100/60, so t = ceil(99·60/100) = 60.
+	if len(lims) != 2 || lims[0].Name != "burst" || lims[0].Remaining != 4 || lims[0].Window != 1 || !lims[0].HasWindow ||
+		lims[1].Name != "minute" || lims[1].Remaining != 99 || lims[1].Window != 60 {
+		t.Fatalf("RateLimit %q parsed to %+v", resp.Header.Get("RateLimit"), lims)
+	}
+	// Legacy fields describe the policy closest to its limit: burst (4/5).
+	reset := clock.Now().Add(200 * time.Millisecond)
+	wantReset := strconv.FormatInt(reset.Unix()+1, 10) // rounded up
+	if resp.Header.Get("X-RateLimit-Limit") != "5" || resp.Header.Get("X-RateLimit-Remaining") != "4" || resp.Header.Get("X-RateLimit-Reset") != wantReset {
+		t.Fatalf("legacy fields %q %q %q, want 5 4 %s", resp.Header.Get("X-RateLimit-Limit"), resp.Header.Get("X-RateLimit-Remaining"), resp.Header.Get("X-RateLimit-Reset"), wantReset)
+	}
+	// Above 90% used: the warning (H6).
+	for range 4 {
+		resp = do(t, "GET", srv.URL+"/api/items", "X-API-Key", "secret-1")
+	}
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("X-RateLimit-Warning"), `"burst": 5 of 5 used`) {
+		t.Fatalf("5th request: %d warning %q", resp.StatusCode, resp.Header.Get("X-RateLimit-Warning"))
+	}
+	// The sixth is denied by burst alone; minute spent nothing for it.
+	resp = do(t, "GET", srv.URL+"/api/items", "X-API-Key", "secret-1")
+	lims, _ = header.ParseLimit(resp.Header.Values("RateLimit")...)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || len(lims) != 2 || lims[0].Remaining != 0 || lims[1].Remaining != 95 {
+		t.Fatalf("6th: %d Retry-After %q RateLimit %q", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("RateLimit"))
+	}
+	// A different API key has its own partition.
+	if resp := do(t, "GET", srv.URL+"/api/items", "X-API-Key", "secret-2"); resp.StatusCode != 200 {
+		t.Fatalf("other key: %d", resp.StatusCode)
+	}
+}
+
+func TestHeaderStyles(t *testing.T) {
+	for _, tc := range []struct {
+		style            httplimit.HeaderStyle
+		draft11, legacy  bool
+		resetStyle       header.ResetStyle
+		wantResetIsDelta bool
+	}{
+		{httplimit.Both, true, true, header.ResetEpoch, false},
+		{httplimit.Draft11, true, false, 0, false},
+		{httplimit.Legacy, false, true, header.ResetDelta, true},
+		{httplimit.None, false, false, 0, false},
+	} {
+		t.Run(tc.style.String(), func(t *testing.T) {
+			srv := serve(t, httplimit.Config{Headers: tc.style, ResetStyle: tc.resetStyle, Rules: []httplimit.Rule{{
+				Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 10, time.Hour)},
+			}}}, ok)
+			resp := do(t, "GET", srv.URL+"/")
+			if (resp.Header.Get("RateLimit") != "") != tc.draft11 || (resp.Header.Get("RateLimit-Policy") != "") != tc.draft11 {
+				t.Fatalf("draft-11 fields present = %v, want %v", resp.Header.Get("RateLimit") != "", tc.draft11)
+			}
+			if (resp.Header.Get("X-RateLimit-Limit") != "") != tc.legacy {
+				t.Fatalf("legacy fields present = %v, want %v", !tc.legacy, tc.legacy)
+			}
+			if tc.wantResetIsDelta {
+				if n, _ := strconv.Atoi(resp.Header.Get("X-RateLimit-Reset")); n < 1 || n > 3600 {
+					t.Fatalf("delta reset %q", resp.Header.Get("X-RateLimit-Reset"))
+				}
+			}
+		})
+	}
+}
+
+// TestRouteSeparation: a busy export route does not block payments (K4).
+func TestRouteSeparation(t *testing.T) {
+	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{
+		{Pattern: "/export", Policies: []floodgate.Policy{policy("export", floodgate.FixedWindow, 2, time.Minute)}},
+		{Pattern: "/payments", Policies: []floodgate.Policy{policy("payments", floodgate.FixedWindow, 2, time.Minute)}},
+	}}, ok)
+	for range 5 {
+		do(t, "GET", srv.URL+"/export")
+	}
+	if resp := do(t, "GET", srv.URL+"/export"); resp.StatusCode != 429 {
+		t.Fatalf("export: %d", resp.StatusCode)
+	}
+	if resp := do(t, "GET", srv.URL+"/payments"); resp.StatusCode != 200 {
+		t.Fatalf("payments blocked by export traffic: %d", resp.StatusCode)
+	}
+}
+
+func TestSkipAndBypass(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics, err := httplimit.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, httplimit.Config{
+		Metrics: metrics,
+		Skip:    []string{"GET /healthz"},
+		Bypass:  httplimit.Bypass{Tokens: []string{"monitoring-token"}, CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
+		Rules:   []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("all", floodgate.FixedWindow, 1, time.Hour)}}},
+	}, ok)
+	do(t, "GET", srv.URL+"/")
+	if resp := do(t, "GET", srv.URL+"/"); resp.StatusCode != 429 {
+		t.Fatalf("second request: %d", resp.StatusCode)
+	}
+	for range 3 {
+		if resp := do(t, "GET", srv.URL+"/healthz"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {
+			t.Fatalf("skipped path: %d", resp.StatusCode)
+		}
+		if resp := do(t, "GET", srv.URL+"/", "X-Bypass-Token", "monitoring-token"); resp.StatusCode != 200 {
+			t.Fatalf("bypass token: %d", resp.StatusCode)
+		}
+		if resp := do(t, "GET", srv.URL+"/", "X-Bypass-Token", "monitoring-tokeN"); resp.StatusCode != 429 {
+			t.Fatalf("wrong token: %d", resp.StatusCode)
+		}
+	}
+	if got := testutil.ToFloat64(metricsCounter(t, reg, "floodgate_bypasses_total")); got != 3 {
+		t.Fatalf("bypasses counted %v, want 3", got)
+	}
+}
+
+func metricsCounter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "sum"})
+	c.Add(sum)
+	return c
+}
+
+// TestCIDRBypassAndSpoofing: X-Forwarded-For from an untrusted peer changes
+// nothing; from a trusted proxy it names the client (K2, K5).
+func TestCIDRBypassAndSpoofing(t *testing.T) {
+	untrusted, _ := clientip.New(clientip.Config{})
+	trusted, _ := clientip.New(clientip.Config{TrustedProxies: []string{"127.0.0.0/8", "::1/128"}})
+	rule := httplimit.Rule{Pattern: "/", Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}
+	bypass := httplimit.Bypass{CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}
+
+	t.Run("untrusted peer", func(t *testing.T) {
+		srv := serve(t, httplimit.Config{ClientIP: untrusted, Bypass: bypass, Rules: []httplimit.Rule{rule}}, ok)
+		do(t, "GET", srv.URL+"/", "X-Forwarded-For", "203.0.113.1")
+		// A new spoofed address does not make a new partition, nor does an allow-listed one bypass.
+		for _, xff := range []string{"203.0.113.2", "198.51.100.7"} {
+			if resp := do(t, "GET", srv.URL+"/", "X-Forwarded-For", xff); resp.StatusCode != 429 {
+				t.Fatalf("spoofed X-Forwarded-For %s got %d, want 429", xff, resp.StatusCode)
+			}
+		}
+	})
+	t.Run("trusted proxy", func(t *testing.T) {
+		srv := serve(t, httplimit.Config{ClientIP: trusted, Bypass: bypass, Rules: []httplimit.Rule{rule}}, ok)
+		do(t, "GET", srv.URL+"/", "X-Forwarded-For", "203.0.113.1")
+		if resp := do(t, "GET", srv.URL+"/", "X-Forwarded-For", "203.0.113.1"); resp.StatusCode != 429 {
+			t.Fatalf("same client again: %d", resp.StatusCode)
+		}
+		if resp := do(t, "GET", srv.URL+"/", "X-Forwarded-For", "203.0.113.2"); resp.StatusCode != 200 {
+			t.Fatalf("another client behind the proxy: %d", resp.StatusCode)
+		}
+		for range 3 {
+			if resp := do(t, "GET", srv.URL+"/", "X-Forwarded-For", "198.51.100.7"); resp.StatusCode != 200 {
+				t.Fatalf("allow-listed client: %d", resp.StatusCode)
+			}
+		}
+	})
+}
+
+func TestShadowNeverBlocks(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics, _ := httplimit.NewMetrics(reg)
+	srv := serve(t, httplimit.Config{Metrics: metrics, Rules: []httplimit.Rule{{
+		Pattern: "/", Mode: httplimit.Shadow, Policies: []floodgate.Policy{policy("trial", floodgate.FixedWindow, 2, time.Hour)},
+	}}}, ok)
+	for i := range 6 {
+		resp := do(t, "GET", srv.URL+"/")
+		if resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, resp.Header.Get("RateLimit"))
+		}
+	}
+	if got := testutil.ToFloat64(metricsCounter(t, reg, "floodgate_shadow_denials_total")); got != 4 {
+		t.Fatalf("shadow denials %v, want 4", got)
+	}
+}
+
+func TestThrottle(t *testing.T) {
+	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{
+		{Pattern: "/short", Mode: httplimit.Throttle, MaxDelay: time.Second,
+			Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 10, Window: time.Second, Burst: 1}}},
+		{Pattern: "/long", Mode: httplimit.Throttle, MaxDelay: 50 * time.Millisecond,
+			Policies: []floodgate.Policy{policy("hourly", floodgate.FixedWindow, 1, time.Hour)}},
+	}}, ok)
+	// 1 at once, then one per 100 ms: the 2nd and 3rd are held, not refused.
+	start := time.Now()
+	for i := range 3 {
+		if resp := do(t, "GET", srv.URL+"/short"); resp.StatusCode != 200 {
+			t.Fatalf("throttled request %d: %d", i, resp.StatusCode)
+		}
+	}
+	if el := time.Since(start); el < 190*time.Millisecond {
+		t.Fatalf("3 requests at 10/s with burst 1 took %v; they were not held", el)
+	}
+	// Retry-After of an hour is beyond the 50 ms MaxDelay: refused at once.
+	do(t, "GET", srv.URL+"/long")
+	start = time.Now()
+	if resp := do(t, "GET", srv.URL+"/long"); resp.StatusCode != 429 {
+		t.Fatalf("beyond max delay: %d", resp.StatusCode)
+	}
+	if el := time.Since(start); el > 40*time.Millisecond {
+		t.Fatalf("a request that cannot fit was held %v", el)
+	}
+	// A client that goes away stops the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/short", nil)
+	for range 3 {
+		http.DefaultClient.Do(req)
+	}
+}
+
+func TestConcurrencySlots(t *testing.T) {
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("handler failed")
+		}
+		entered.Done()
+		<-release
+		io.WriteString(w, "done")
+	})
+	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
+		Pattern:  "/",
+		Policies: []floodgate.Policy{{Name: "inflight", Algorithm: floodgate.FixedWindow, Quota: 2, Window: time.Second, Unit: floodgate.ConcurrentRequests}},
+	}}}, h)
+	entered.Add(2)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { do(t, "GET", srv.URL+"/slow") })
+	}
+	entered.Wait()
+	resp := do(t, "GET", srv.URL+"/slow")
+	if resp.StatusCode != 429 || resp.Header.Get("RateLimit") != `"inflight";r=0` {
+		t.Fatalf("third in flight: %d RateLimit %q", resp.StatusCode, resp.Header.Get("RateLimit"))
+	}
+	if resp.Header.Get("RateLimit-Policy") != `"inflight";q=2;qu="concurrent-requests"` {
+		t.Fatalf("RateLimit-Policy %q", resp.Header.Get("RateLimit-Policy"))
+	}
+	close(release)
+	wg.Wait()
+	// Panicking handlers give their slots back.
+	for range 5 {
+		req, _ := http.NewRequest("GET", srv.URL+"/panic", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	entered.Add(2)
+	release = make(chan struct{})
+	close(release)
+	for range 2 {
+		if resp := do(t, "GET", srv.URL+"/slow"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != `"inflight";r=1` {
+			t.Fatalf("after panics: %d %q (a slot leaked)", resp.StatusCode, resp.Header.Get("RateLimit"))
+		}
+	}
+}
+
+func TestContentBytes(t *testing.T) {
+	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		io.WriteString(w, strconv.FormatInt(n, 10))
+	})
+	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
+		Pattern:  "POST /upload",
+		Policies: []floodgate.Policy{{Name: "upload", Algorithm: floodgate.FixedWindow, Quota: 1000, Window: time.Hour, Unit: floodgate.ContentBytes}},
+	}}}, read)
+	post := func(body io.Reader) *http.Response {
+		resp, err := http.Post(srv.URL+"/upload", "application/octet-stream", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := post(strings.NewReader(strings.Repeat("x", 600)))
+	lims, err := header.ParseLimit(resp.Header.Values("RateLimit")...)
+	if resp.StatusCode != 200 || err != nil || lims[0].Remaining != 400 || lims[0].Window < 1 || lims[0].Window > 3600 {
+		t.Fatalf("600 bytes: %d %q", resp.StatusCode, resp.Header.Get("RateLimit"))
+	}
+	if resp.Header.Get("RateLimit-Policy") != `"upload";q=1000;qu="content-bytes";w=3600` {
+		t.Fatalf("RateLimit-Policy %q", resp.Header.Get("RateLimit-Policy"))
+	}
+	if resp := post(strings.NewReader(strings.Repeat("x", 600))); resp.StatusCode != 429 {
+		t.Fatalf("600 more bytes: %d", resp.StatusCode)
+	}
+	if resp := post(strings.NewReader(strings.Repeat("x", 2000))); resp.StatusCode != 413 {
+		t.Fatalf("a body larger than the quota: %d, want 413", resp.StatusCode)
+	}
+	// Unknown length (chunked): counted while read, and stopped at the quota.
+	pr, pw := io.Pipe()
+	go func() { pw.Write([]byte(strings.Repeat("y", 700))); pw.Close() }()
+	if resp := post(pr); resp.StatusCode != 413 {
+		t.Fatalf("streamed 700 bytes over the 400 left: %d", resp.StatusCode)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	st := memorystore.New()
+	defer st.Close()
+	for name, cfg := range map[string]httplimit.Config{
+		"bad pattern":   {Store: st, Rules: []httplimit.Rule{{Pattern: "login", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"bad policy":    {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 0, time.Second)}}}},
+		"no policies":   {Store: st, Rules: []httplimit.Rule{{Pattern: "/"}}},
+		"throttle":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Mode: httplimit.Throttle, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"no store":      {},
+		"empty token":   {Store: st, Bypass: httplimit.Bypass{Tokens: []string{""}}},
+		"skip":          {Store: st, Skip: []string{"health"}},
+		"local missing": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+	} {
+		if _, err := httplimit.New(cfg); err == nil {
+			t.Errorf("%s: New succeeded, want an error", name)
+		}
+	}
+}
+
+func TestRetryAfterNeverBeforeT(t *testing.T) {
+	// Sliding window counter: RetryAfter (exact) can be shorter than the
+	// window's end; the 429's Retry-After still equals the violated t.
+	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
+		Pattern: "/", Policies: []floodgate.Policy{policy("swc", floodgate.SlidingWindowCounter, 3, 2*time.Second)},
+	}}}, ok)
+	var resp *http.Response
+	for range 4 {
+		resp = do(t, "GET", srv.URL+"/")
+	}
+	lims, err := header.ParseLimit(resp.Header.Values("RateLimit")...)
+	if err != nil || resp.StatusCode != 429 {
+		t.Fatal(resp.StatusCode, err)
+	}
+	ra, _ := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
+	if ra < lims[0].Window || ra < 1 {
+		t.Fatalf("Retry-After %d before the end of t=%d", ra, lims[0].Window)
+	}
+}

@@ -1,0 +1,136 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+)
+
+// pattern is a parsed route pattern in the syntax of Go 1.22's
+// http.ServeMux: "[METHOD ][HOST]/[PATH]", where a path segment is a
+// literal, a {name} wildcard (one segment), a final {name...} (the rest),
+// or a final {$} (the path ends there); a path ending in "/" matches
+// everything below it. One deliberate difference: an exact pattern such as
+// "/login" also matches "/login/". Unlike ServeMux, rules are tried in order and the
+// first match wins, so there is no precedence to compute and no conflict
+// to reject.
+type pattern struct {
+	raw    string
+	method string
+	host   string
+	segs   []segment
+	dir    bool // trailing "/" or {name...}: a "/" and anything may follow the segments
+	end    bool // {$}: a "/" and nothing may follow
+}
+
+type segment struct {
+	lit  string
+	wild bool // {name}: any one non-empty segment
+}
+
+func parsePattern(s string) (*pattern, error) {
+	p := &pattern{raw: s}
+	rest := s
+	if i := strings.IndexAny(rest, " \t"); i >= 0 {
+		p.method, rest = rest[:i], strings.TrimLeft(rest[i:], " \t")
+		for _, c := range p.method {
+			if !('A' <= c && c <= 'Z') {
+				return nil, fmt.Errorf("pattern %q: bad method %q", s, p.method)
+			}
+		}
+	}
+	i := strings.IndexByte(rest, '/')
+	if i < 0 {
+		return nil, fmt.Errorf("pattern %q: path must start with /", s)
+	}
+	p.host, rest = rest[:i], rest[i+1:]
+	if rest == "" {
+		p.dir = true // "/" matches every path
+		return p, nil
+	}
+	parts := strings.Split(rest, "/")
+	for j, part := range parts {
+		last := j == len(parts)-1
+		switch {
+		case last && part == "":
+			p.dir = true
+		case part == "{$}":
+			if !last {
+				return nil, fmt.Errorf("pattern %q: {$} must end the path", s)
+			}
+			p.end = true
+		case strings.HasPrefix(part, "{") && strings.HasSuffix(part, "...}"):
+			if !last {
+				return nil, fmt.Errorf("pattern %q: %s must end the path", s, part)
+			}
+			p.dir = true
+		case strings.HasPrefix(part, "{") && strings.HasSuffix(part, "}"):
+			p.segs = append(p.segs, segment{wild: true})
+		case strings.ContainsAny(part, "{}"):
+			return nil, fmt.Errorf("pattern %q: a wildcard must be a whole segment, not %q", s, part)
+		case part == "" || part == "." || part == "..":
+			return nil, fmt.Errorf("pattern %q: empty or dot segment", s)
+		default:
+			p.segs = append(p.segs, segment{lit: part})
+		}
+	}
+	return p, nil
+}
+
+// match reports whether r matches. The path is cleaned first ("//login",
+// "/a/../login" and "/login/." all count as "/login"), so a client cannot
+// slip past a rule by spelling a path another way.
+func (p *pattern) match(r *http.Request) bool {
+	if p.method != "" && p.method != r.Method && !(p.method == http.MethodGet && r.Method == http.MethodHead) {
+		return false
+	}
+	if p.host != "" && !strings.EqualFold(p.host, hostOnly(r.Host)) {
+		return false
+	}
+	rest := cleanPath(r.URL.Path)[1:]
+	slash := true // a "/" follows what was consumed so far
+	for _, seg := range p.segs {
+		if !slash || rest == "" {
+			return false
+		}
+		part := rest
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			part, rest = rest[:i], rest[i+1:]
+		} else {
+			rest, slash = "", false
+		}
+		if !seg.wild && seg.lit != part {
+			return false
+		}
+	}
+	switch {
+	case p.dir:
+		return slash
+	case p.end:
+		return slash && rest == ""
+	default:
+		// An exact pattern also takes the path with a trailing slash: many
+		// frameworks route "/login/" to "/login", and a limit must not be
+		// dodged by adding one.
+		return rest == ""
+	}
+}
+
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	c := path.Clean(p)
+	if c != "/" && strings.HasSuffix(p, "/") {
+		c += "/" // keep the trailing slash that "/a/" patterns look for
+	}
+	return c
+}
+
+func hostOnly(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		return h[:i]
+	}
+	return h
+}

@@ -1,0 +1,155 @@
+package httplimit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/header"
+)
+
+// setHeaders writes the rate-limit fields for results (H3, H4, H6) before
+// the handler runs, so they reach the client even on streamed responses.
+// denied is nil for an admitted request.
+func (m *Middleware) setHeaders(h http.Header, ru *rule, results []floodgate.Result, denied *floodgate.Decision) {
+	if m.style == None || len(results) == 0 {
+		return
+	}
+	// The legacy fields and the warning speak of one policy: the denying
+	// one, or else the one closest to its limit.
+	near := 0
+	for i, r := range results {
+		if r.Remaining*results[near].Policy.Quota < results[near].Remaining*r.Policy.Quota {
+			near = i
+		}
+	}
+	if m.style != Legacy {
+		var buf [8]header.Limit
+		limits := buf[:0]
+		for _, r := range results {
+			l := header.Limit{Name: r.Policy.Name, Remaining: r.Remaining}
+			if r.Policy.Unit != floodgate.ConcurrentRequests {
+				l.Window, l.HasWindow = effectiveWindow(r), true
+			}
+			limits = append(limits, l)
+		}
+		var b [128]byte
+		if v, err := header.AppendLimit(b[:0], limits); err == nil {
+			h[header.FieldRateLimit] = []string{string(v)}
+		}
+		h[header.FieldPolicy] = []string{ru.policyField}
+	}
+	if m.style != Draft11 {
+		r := results[near]
+		if denied != nil {
+			r = denied.Results[0]
+			for _, dr := range denied.Results {
+				if dr.Policy.Name == denied.Policy.Name {
+					r = dr
+				}
+			}
+		}
+		now := m.now()
+		header.SetLegacy(h, r.Policy.Quota, r.Remaining, now.Add(max(r.ResetAfter, r.RetryAfter)), now, m.reset)
+	}
+	if m.warnAt > 0 && denied == nil {
+		r := results[near]
+		if used := r.Policy.Quota - r.Remaining; float64(used) >= m.warnAt*float64(r.Policy.Quota) {
+			h["X-Ratelimit-Warning"] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", r.Policy.Name, used, r.Policy.Quota)}
+		}
+	}
+}
+
+// effectiveWindow is t of draft-11 for one result (digest §4): for a
+// denied policy, the whole seconds until the cost fits, so Retry-After
+// (the largest of them) never points before the end of t; otherwise the
+// seconds until more quota comes, at least 1, raised so that r/t never
+// exceeds q/w (draft-11 §8: values must not invite a faster pace than the
+// policy's own).
+func effectiveWindow(r floodgate.Result) int64 {
+	if !r.Allowed {
+		return max(1, ceilSeconds(r.RetryAfter))
+	}
+	t := max(1, ceilSeconds(r.ResetAfter))
+	if w := windowSeconds(r.Policy.Window); r.Remaining*w > t*r.Policy.Quota {
+		t = (r.Remaining*w + r.Policy.Quota - 1) / r.Policy.Quota
+	}
+	return t
+}
+
+// retryAfter is Retry-After in whole seconds: rounded up, at least 1, and
+// not before the end of any violated policy's t (H2, draft-11 §6).
+func retryAfter(d *floodgate.Decision) int64 {
+	s := max(1, ceilSeconds(d.RetryAfter))
+	for _, r := range d.Results {
+		if !r.Allowed {
+			s = max(s, effectiveWindow(r))
+		}
+	}
+	return s
+}
+
+func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, key string, d *floodgate.Decision) {
+	secs := retryAfter(d)
+	h := w.Header()
+	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
+	h["Cache-Control"] = []string{"no-store"} // RFC 6585 §4: a 429 must not be cached
+	m.metrics.retryAfter(ru.name, secs)
+	m.logDenied(r.Context(), ru, key, d, slog.LevelWarn, "rate limit exceeded")
+	if m.onReject != nil {
+		m.onReject(w, r, *d)
+		return
+	}
+	p := d.Policy
+	detail := fmt.Sprintf("rate limit of %d %s per %s exceeded", p.Quota, p.Unit, formatWindow(p.Window))
+	if p.Unit == floodgate.ConcurrentRequests {
+		detail = fmt.Sprintf("limit of %d concurrent requests exceeded", p.Quota)
+	}
+	problem(w, http.StatusTooManyRequests, header.QuotaExceeded(detail, secs, d.Violated()...))
+}
+
+// unavailable answers a fail-closed store error: 503, never 429, since the
+// client did nothing wrong (S3).
+func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, ru *rule, err error) {
+	w.Header()[header.FieldRetryAfter] = []string{"1"}
+	problem(w, http.StatusServiceUnavailable, header.Problem{
+		Title: "Service Unavailable", Status: 503,
+		Detail: "rate limit store unavailable for rule " + strconv.Quote(ru.name),
+	})
+}
+
+func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *floodgate.Decision, level slog.Level, msg string) {
+	m.logger.LogAttrs(ctx, level, msg,
+		slog.String("rule", ru.name),
+		slog.String("policy", d.Policy.Name),
+		slog.String("key", Fingerprint(key)),
+		slog.Int64("retry_after", retryAfter(d)),
+	)
+}
+
+func problem(w http.ResponseWriter, status int, p header.Problem) {
+	body, _ := json.Marshal(p)
+	h := w.Header()
+	h["Content-Type"] = []string{header.ProblemContentType}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// formatWindow writes a window as people say it: "1m", "30s", "1h", "500ms".
+func formatWindow(d time.Duration) string {
+	for _, u := range []struct {
+		d time.Duration
+		s string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d >= u.d && d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.s
+		}
+	}
+	return d.String()
+}
