@@ -39,7 +39,7 @@ func TestPolicyValidate(t *testing.T) {
 		"empty name":      {func(p *floodgate.Policy) { p.Name = "" }, "name is empty"},
 		"name with brace": {func(p *floodgate.Policy) { p.Name = "a{b}" }, "character '{'"},
 		"name with quote": {func(p *floodgate.Policy) { p.Name = `a"b` }, `character '"'`},
-		"too precise":     {func(p *floodgate.Policy) { p.Quota, p.Window = 1e9, 24 * time.Hour }, "2^53"},
+		"too precise":     {func(p *floodgate.Policy) { p.Quota, p.Window = 1e9, 24*time.Hour }, "2^53"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := good
