@@ -1,0 +1,54 @@
+// Command chi uses Floodgate as chi middleware: writes are limited more
+// tightly than reads, each per client IP and route.
+//
+//	go run ./examples/chi
+//	curl -i -X POST localhost:8080/articles
+package main
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/memorystore"
+)
+
+func newRouter(store floodgate.Store) (http.Handler, error) {
+	mw, err := httplimit.New(httplimit.Config{
+		Store: store,
+		Rules: []httplimit.Rule{
+			{
+				Pattern:  "POST /articles",
+				Key:      []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+				Policies: []floodgate.Policy{{Name: "writes", Algorithm: floodgate.TokenBucket, Quota: 10, Window: time.Minute, Burst: 3}},
+			},
+			{
+				Pattern:  "GET /",
+				Policies: []floodgate.Policy{{Name: "reads", Algorithm: floodgate.GCRA, Quota: 1000, Window: time.Minute}},
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Use(mw.Wrap)
+	r.Get("/articles", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "[]\n") })
+	r.Post("/articles", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) })
+	return r, nil
+}
+
+func main() {
+	store := memorystore.New()
+	defer store.Close()
+	r, err := newRouter(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(http.ListenAndServe("localhost:8080", r))
+}
