@@ -1,17 +1,15 @@
 // Command seeds is the setup the product's seed documents describe:
-//
 //   - POST /login: 5 per minute, keyed by client IP and route;
-//
 //   - /api/: 100 per minute per API key, and at the same time at most 5 per
 //     second (a burst policy);
-//
 //   - a per-IP limit that runs before authentication (REQUIREMENTS K7), so
 //     guessing API keys is itself limited before any key lookup happens;
-//
 //   - /healthz never limited.
 //
-//     go run ./examples/seeds
-//     for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{http_code}\n' -X POST localhost:8080/login; done
+// Run it and try the login limit:
+//
+//	go run ./examples/seeds
+//	for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{http_code}\n' -X POST localhost:8080/login; done
 package main
 
 import (
