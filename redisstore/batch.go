@@ -1,0 +1,125 @@
+package redisstore
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// request is one Take on its way to Redis.
+type request struct {
+	keys   []string // one per policy
+	params []param  // one per policy
+	now    int64    // µs, or -1 for the server's TIME
+	cost   int64
+	group  uint32 // requests of one group may share a script call
+
+	out []int64 // 4 per policy, as the script replies
+	err error
+
+	state atomic.Int32  // queued, taken or abandoned
+	done  chan struct{} // one send per use: out/err are ready
+
+	keyBuf   [4]string
+	paramBuf [4]param
+}
+
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
+type param struct{ alg, quota, capacity, window int64 }
+
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+func getRequest(n int) *request {
+	r := requestPool.Get().(*request)
+	r.state.Store(queued)
+	r.err = nil
+	if n <= len(r.keyBuf) {
+		r.keys, r.params = r.keyBuf[:n], r.paramBuf[:n]
+	} else {
+		r.keys, r.params = make([]string, n), make([]param, n)
+	}
+	return r
+}
+
+// putRequest recycles r; only a caller that received r's done signal may
+// call it, since until then an executor may still write to r.
+func putRequest(r *request) {
+	clear(r.keyBuf[:])
+	r.keys, r.out = nil, nil
+	requestPool.Put(r)
+}
+
+// batcher coalesces concurrent requests into batches, at most maxBatch
+// requests each and at most maxInFlight batches at a time.
+//
+// There is no timer and no waiting for a batch to fill: a request that finds
+// fewer than maxInFlight batches running starts one at once (alone, when
+// nothing else is queued); requests arriving while all are busy queue up,
+// and each executor, when its batch is answered, takes everything queued (up
+// to maxBatch) as its next batch. So batches grow exactly as fast as Redis
+// answers more slowly than requests arrive, and a lone caller pays no delay.
+//
+// Executors are goroutines, never the callers themselves: callers wait with
+// their own deadline and can leave, whether or not the Redis client honours
+// context deadlines on its sockets.
+type batcher struct {
+	maxBatch    int
+	maxInFlight int
+	exec        func(batch []*request)
+
+	mu       sync.Mutex
+	queue    []*request
+	inFlight int
+}
+
+// submit queues r and makes sure an executor will run it.
+func (b *batcher) submit(r *request) {
+	b.mu.Lock()
+	if b.inFlight >= b.maxInFlight {
+		b.queue = append(b.queue, r)
+		b.mu.Unlock()
+		return
+	}
+	b.inFlight++
+	batch := b.takeLocked(make([]*request, 0, min(b.maxBatch, 1+len(b.queue))), r)
+	b.mu.Unlock()
+	go b.run(batch)
+}
+
+// takeLocked moves first (if not nil) and then queued requests into batch,
+// up to maxBatch, skipping abandoned ones.
+func (b *batcher) takeLocked(batch []*request, first *request) []*request {
+	if first != nil && first.state.CompareAndSwap(queued, taken) {
+		batch = append(batch, first)
+	}
+	i := 0
+	for ; i < len(b.queue) && len(batch) < b.maxBatch; i++ {
+		if q := b.queue[i]; q.state.CompareAndSwap(queued, taken) {
+			batch = append(batch, q)
+		}
+	}
+	n := copy(b.queue, b.queue[i:])
+	clear(b.queue[n:])
+	b.queue = b.queue[:n]
+	return batch
+}
+
+func (b *batcher) run(batch []*request) {
+	for len(batch) > 0 {
+		b.exec(batch)
+		for i, r := range batch {
+			r.done <- struct{}{} // buffered: never blocks, even if the caller left
+			batch[i] = nil
+		}
+		b.mu.Lock()
+		batch = b.takeLocked(batch[:0], nil)
+		if len(batch) == 0 {
+			b.inFlight--
+		}
+		b.mu.Unlock()
+	}
+}

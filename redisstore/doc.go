@@ -1,0 +1,33 @@
+// Package redisstore is a floodgate.Store in Redis, shared by every process
+// that points at the same server, Sentinel group or Cluster (REQUIREMENTS
+// S1, S2, A5). It takes a go-redis UniversalClient, so an application's
+// existing standalone, Sentinel (redis.NewFailoverClient) or Cluster client
+// plugs in.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	store, err := redisstore.New(rdb)
+//	if err != nil { ... }
+//	limiter, err := floodgate.NewLimiter(store, policies,
+//		floodgate.WithFailureMode(floodgate.FailOpen))
+//
+// Every decision is one Lua script call that reads the time from the Redis
+// server (TIME), decides all policies of the key, writes all or nothing and
+// sets each key's expiry in the same step. The script is built from one file
+// per algorithm and a dispatcher (lua/), loaded once and called by EVALSHA;
+// a NOSCRIPT answer (after a restart, SCRIPT FLUSH or failover) reloads it.
+//
+// Keys are "<prefix>{<partition key>}:<policy>:<algorithm>"; the hash tag
+// puts all keys of a decision in one Cluster slot. Partition keys that are
+// empty, longer than WithMaxKeyLength, start with '#' or contain '{' or '}'
+// are replaced by '#' and 32 hex digits of their SHA-256.
+//
+// Concurrent Takes are coalesced: while earlier calls wait on Redis, new
+// ones queue, and each answered batch is followed at once by one script call
+// carrying everything queued (one call per hash slot on a Cluster,
+// pipelined). A lone caller is sent at once. WithNearCache adds an
+// in-process cache of denials, so a client that keeps hammering a denied key
+// costs Redis nothing until its RetryAfter.
+//
+// docs/REDIS.md describes the key layout, the scripts, failure modes,
+// memory per key and Cluster/Sentinel setup.
+package redisstore

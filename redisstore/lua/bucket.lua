@@ -1,0 +1,29 @@
+-- The arithmetic the token bucket and GCRA share, on the debt
+-- d = (capacity - tokens) * W in scaled units (see package algorithm).
+
+-- next_unit is the time (µs) until the next whole unit accrues; 0 when full.
+local function next_unit(debt, full, q, w)
+  if debt <= 0 then return 0 end
+  local gap
+  if debt > full then
+    gap = debt - full + w
+  else
+    gap = w - mod(full - debt, w)
+  end
+  return ceildiv(gap, q)
+end
+
+-- bucket returns allowed, remaining, reset, retry and the debt after cost.
+local function bucket(debt, q, cap, w, cost)
+  local full = cap * w
+  local avail = max(idiv(full - debt, w), 0)
+  local reset = next_unit(debt, full, q, w)
+  local c = max(cost, 1)
+  if c > avail then
+    -- (debt - full) first keeps the sum within 2^53.
+    return 0, avail, reset, ceildiv((debt - full) + c * w, q), debt
+  end
+  if cost == 0 then return 1, avail, reset, 0, debt end
+  debt = debt + cost * w
+  return 1, avail - cost, next_unit(debt, full, q, w), 0, debt
+end

@@ -1,0 +1,50 @@
+-- The dispatcher: one call decides one or more requests, in order, each
+-- across all of its policies, all or nothing.
+--
+-- ARGV: n, then per request: now (µs since the epoch, or -1 for the server's
+-- TIME), cost, number of policies p, then per policy: algorithm (the
+-- floodgate.Algorithm value), quota, capacity, window (µs).
+-- KEYS: per request, its p policy keys in the same order.
+-- Reply: per request and policy: allowed (1/0), remaining, reset after (µs),
+-- retry after (µs). When a request is denied, a policy that would have
+-- admitted it reports its remaining before the cost.
+local TAKE = { fixed_window_take, sliding_log_take, sliding_counter_take, token_bucket_take, gcra_take }
+local COMMIT = { fixed_window_commit, sliding_log_commit, sliding_counter_commit, token_bucket_commit, gcra_commit }
+
+local out, o, k, a = {}, 0, 0, 2
+local server_now
+for _ = 1, tonumber(ARGV[1]) do
+  local now, cost, p = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  a = a + 3
+  if now < 0 then
+    if not server_now then
+      -- Redis before 5 replicates scripts verbatim unless told otherwise;
+      -- from 7 on this call is a no-op.
+      if redis.replicate_commands then redis.replicate_commands() end
+      local t = call('TIME')
+      server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    now = server_now
+  end
+  local base, ok, algs = o, true, {}
+  for i = 1, p do
+    local alg = tonumber(ARGV[a])
+    local take = TAKE[alg]
+    if not take then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[a])) end
+    local allowed, rem, reset, retry = take(i, KEYS[k + i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, rem, reset, retry
+    o, a, algs[i] = o + 4, a + 4, alg
+    ok = ok and allowed == 1
+  end
+  if ok then
+    if cost > 0 then
+      for i = 1, p do COMMIT[algs[i]](i, KEYS[k + i], now, cost) end
+    end
+  else
+    for j = base, o - 1, 4 do
+      if out[j + 1] == 1 then out[j + 2] = out[j + 2] + cost end
+    end
+  end
+  k = k + p
+end
+return out

@@ -1,0 +1,435 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate"
+)
+
+// Store is a floodgate.Store over a go-redis client. Create it with New; it
+// is safe for concurrent use.
+type Store struct {
+	client    redis.UniversalClient
+	grouping  grouping
+	prefix    string
+	maxKeyLen int
+	timeout   time.Duration
+	clock     func() time.Time // nil: the Redis server's TIME
+	near      *nearCache
+	b         batcher
+}
+
+// grouping says which requests of a batch may share one script call: all
+// keys of a script call must live on one Redis node, and on a Cluster in
+// one hash slot.
+type grouping uint8
+
+const (
+	groupAll  grouping = iota // one server: every request in one call
+	groupSlot                 // Redis Cluster: one call per hash slot
+	groupTag                  // client-side sharding (e.g. Ring): one call per partition key
+)
+
+// Option configures a Store.
+type Option func(*config) error
+
+type config struct {
+	prefix      string
+	maxKeyLen   int
+	timeout     time.Duration
+	clock       func() time.Time
+	nearSize    int
+	nearMin     time.Duration
+	maxBatch    int
+	maxInFlight int
+}
+
+// WithPrefix sets the start of every key name (default "fg:"). It must not
+// contain '{' or '}', which would take the hash tag's place.
+func WithPrefix(prefix string) Option {
+	return func(c *config) error {
+		if strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("redisstore: prefix %q contains '{' or '}'", prefix)
+		}
+		c.prefix = prefix
+		return nil
+	}
+}
+
+// WithTimeout bounds each Take and Reset (default 50 ms): past it, the call
+// returns ErrStoreUnavailable wrapping context.DeadlineExceeded, whatever
+// the client's own timeouts. A shorter deadline on the caller's context
+// wins.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redisstore: timeout must be positive, got %v", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithMaxKeyLength sets the longest partition key (bytes) used literally in
+// key names (default 128); longer keys are replaced by a 33-byte hash (see
+// docs/REDIS.md, "Key layout").
+func WithMaxKeyLength(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("redisstore: max key length must be at least 1, got %d", n)
+		}
+		c.maxKeyLen = n
+		return nil
+	}
+}
+
+// WithNearCache answers repeated denials without Redis: when Redis denies a
+// request and the shortest RetryAfter among its denying policies is at
+// least minRetryAfter, later requests for the same key with the same
+// policies and a cost at least as large are denied locally until that
+// RetryAfter has passed (counted from when the first call was sent), with
+// RetryAfter and ResetAfter reduced by the time elapsed. At most size keys
+// are held; the soonest to expire make room. Only denials are cached, so the
+// cache never admits what Redis would deny. A Reset through this Store
+// clears the key's entry; a Reset made elsewhere is seen here once the entry
+// expires. Off by default.
+func WithNearCache(size int, minRetryAfter time.Duration) Option {
+	return func(c *config) error {
+		if size < 1 || minRetryAfter <= 0 {
+			return fmt.Errorf("redisstore: near cache needs size ≥ 1 and minRetryAfter > 0, got %d and %v", size, minRetryAfter)
+		}
+		c.nearSize, c.nearMin = size, minRetryAfter
+		return nil
+	}
+}
+
+// WithBatching sets how concurrent calls are coalesced: at most maxBatch
+// requests per script call (default 128) and at most maxInFlight batches
+// waiting on Redis at a time (default 4). WithBatching(1, n) sends one
+// request per call, on at most n connections.
+func WithBatching(maxBatch, maxInFlight int) Option {
+	return func(c *config) error {
+		if maxBatch < 1 || maxInFlight < 1 {
+			return fmt.Errorf("redisstore: batching needs maxBatch and maxInFlight ≥ 1, got %d and %d", maxBatch, maxInFlight)
+		}
+		c.maxBatch, c.maxInFlight = maxBatch, maxInFlight
+		return nil
+	}
+}
+
+// WithClock makes the store read time from now instead of the Redis
+// server's TIME. For tests only: with several application servers, their
+// clocks would disagree. Key expiry stays relative to the server's clock.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error { c.clock = now; return nil }
+}
+
+// New returns a Store over client: a *redis.Client (standalone, or Sentinel
+// through redis.NewFailoverClient), a *redis.ClusterClient, or any other
+// UniversalClient. New does not contact Redis; the script is loaded on first
+// use and again whenever a server answers NOSCRIPT.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	c := config{prefix: "fg:", maxKeyLen: 128, timeout: 50 * time.Millisecond, maxBatch: 128, maxInFlight: 4}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{
+		client:    client,
+		prefix:    c.prefix,
+		maxKeyLen: c.maxKeyLen,
+		timeout:   c.timeout,
+		clock:     c.clock,
+	}
+	switch client.(type) {
+	case *redis.Client:
+		s.grouping = groupAll
+	case *redis.ClusterClient:
+		s.grouping = groupSlot
+	default:
+		s.grouping = groupTag
+	}
+	if c.nearSize > 0 {
+		s.near = newNearCache(c.nearSize, c.nearMin)
+	}
+	s.b = batcher{maxBatch: c.maxBatch, maxInFlight: c.maxInFlight, exec: s.exec}
+	return s, nil
+}
+
+// Take implements floodgate.Store: one script call (possibly shared with
+// concurrent calls) decides every policy for key, all or nothing.
+//
+// Errors: ErrInvalidCost and ErrCostExceedsQuota (before any I/O); ctx's
+// error when ctx ends first; otherwise ErrStoreUnavailable wrapping the
+// cause — a connection failure, the per-call timeout, or an error reply
+// (including READONLY, CLUSTERDOWN and the like during a failover).
+func (s *Store) Take(ctx context.Context, key string, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
+	if err := floodgate.CheckCost(cost, policies); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := tag(key, s.maxKeyLen)
+	var sent time.Time
+	if s.near != nil {
+		sent = s.localNow()
+		if s.near.answer(t, policies, cost, sent, results) {
+			return nil
+		}
+	}
+	r := getRequest(len(policies))
+	for i := range policies {
+		p := &policies[i]
+		r.keys[i] = redisKey(s.prefix, t, p)
+		r.params[i] = param{int64(p.Algorithm), p.Quota, p.Capacity(), p.Window.Microseconds()}
+	}
+	r.now, r.cost = -1, cost
+	if s.clock != nil {
+		r.now = s.clock().UnixMicro()
+	}
+	switch s.grouping {
+	case groupSlot:
+		r.group = uint32(slot(t))
+	case groupTag:
+		r.group = uint32(slot(t)) // refined by the tag itself in exec
+	}
+	if err := s.wait(ctx, r); err != nil {
+		return err
+	}
+	denied := false
+	for i := range results {
+		o := r.out[4*i:]
+		results[i] = floodgate.Result{
+			Allowed:    o[0] == 1,
+			Remaining:  o[1],
+			ResetAfter: time.Duration(o[2]) * time.Microsecond,
+			RetryAfter: time.Duration(o[3]) * time.Microsecond,
+		}
+		denied = denied || o[0] != 1
+	}
+	putRequest(r)
+	if denied && s.near != nil {
+		s.near.remember(t, policies, cost, sent, results)
+	}
+	return nil
+}
+
+// wait submits r and waits for its answer, the caller's ctx or the per-call
+// timeout. On an error return r must not be reused: an executor may still
+// hold it.
+func (s *Store) wait(ctx context.Context, r *request) error {
+	s.b.submit(r)
+	timer := time.NewTimer(s.timeout)
+	select {
+	case <-r.done:
+		timer.Stop()
+		if r.err != nil {
+			err := r.err
+			putRequest(r)
+			return s.unavailable(ctx, err)
+		}
+		return nil
+	case <-ctx.Done():
+		timer.Stop()
+		r.state.CompareAndSwap(queued, abandoned)
+		return ctx.Err()
+	case <-timer.C:
+		r.state.CompareAndSwap(queued, abandoned)
+		return fmt.Errorf("%w: no answer within %v: %w", floodgate.ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
+	}
+}
+
+func (s *Store) unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: %w", floodgate.ErrStoreUnavailable, err)
+}
+
+func (s *Store) localNow() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now()
+}
+
+// Reset implements floodgate.Store: it deletes key's state under policies
+// (one DEL; the keys share a slot) and forgets any near-cache entry for it.
+// Errors as for Take.
+func (s *Store) Reset(ctx context.Context, key string, policies []floodgate.Policy) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := tag(key, s.maxKeyLen)
+	if s.near != nil {
+		s.near.forget(t)
+	}
+	if len(policies) == 0 {
+		return nil
+	}
+	keys := make([]string, len(policies))
+	for i := range policies {
+		keys[i] = redisKey(s.prefix, t, &policies[i])
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.client.Del(cctx, keys...).Err() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return s.unavailable(ctx, err)
+		}
+		return nil
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: no answer within %v: %w", floodgate.ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
+	}
+}
+
+// exec runs one batch: one EVALSHA per group, pipelined when there are
+// several, then sets each request's out or err.
+func (s *Store) exec(batch []*request) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	groups := s.groups(batch)
+	cmds := make([]*redis.IntSliceCmd, len(groups))
+	for i, g := range groups {
+		cmds[i] = evalCmd(ctx, "evalsha", scriptSHA, g)
+	}
+	s.process(ctx, cmds)
+	// NOSCRIPT: the server restarted, failed over or was flushed. Nothing
+	// ran, so load the script (on every node of a Cluster) and go again;
+	// should a node still not have it, EVAL sends the source itself.
+	var retry []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		_ = s.client.ScriptLoad(ctx, script).Err() // a failure shows in the retries
+		again := make([]*redis.IntSliceCmd, len(retry))
+		for j, i := range retry {
+			again[j] = evalCmd(ctx, "evalsha", scriptSHA, groups[i])
+		}
+		s.process(ctx, again)
+		var last []*redis.IntSliceCmd
+		var lastIdx []int
+		for j, i := range retry {
+			cmds[i] = again[j]
+			if redis.HasErrorPrefix(again[j].Err(), "NOSCRIPT") {
+				last = append(last, evalCmd(ctx, "eval", script, groups[i]))
+				lastIdx = append(lastIdx, i)
+			}
+		}
+		if len(last) > 0 {
+			s.process(ctx, last)
+			for j, i := range lastIdx {
+				cmds[i] = last[j]
+			}
+		}
+	}
+	for i, g := range groups {
+		deliver(g, cmds[i])
+	}
+}
+
+func (s *Store) process(ctx context.Context, cmds []*redis.IntSliceCmd) {
+	if len(cmds) == 1 {
+		_ = s.client.Process(ctx, cmds[0])
+		return
+	}
+	pipe := s.client.Pipeline()
+	for _, c := range cmds {
+		_ = pipe.Process(ctx, c)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+}
+
+// groups splits a batch into the requests each script call may carry.
+func (s *Store) groups(batch []*request) [][]*request {
+	if s.grouping == groupAll || len(batch) == 1 {
+		return [][]*request{batch}
+	}
+	var groups [][]*request
+next:
+	for _, r := range batch {
+		for i, g := range groups {
+			if g[0].group == r.group && (s.grouping == groupSlot || sameTag(g[0], r)) {
+				groups[i] = append(g, r)
+				continue next
+			}
+		}
+		groups = append(groups, []*request{r})
+	}
+	return groups
+}
+
+// sameTag reports whether two requests' keys carry the same hash tag.
+func sameTag(a, b *request) bool {
+	ka, kb := a.keys[0], b.keys[0]
+	return ka[:strings.IndexByte(ka, '}')] == kb[:strings.IndexByte(kb, '}')]
+}
+
+// evalCmd builds one script call for group (see lua/dispatch.lua for the
+// argument layout).
+func evalCmd(ctx context.Context, verb, body string, group []*request) *redis.IntSliceCmd {
+	nkeys, nargs := 0, 1
+	for _, r := range group {
+		nkeys += len(r.keys)
+		nargs += 3 + 4*len(r.params)
+	}
+	args := make([]any, 0, 3+nkeys+nargs)
+	args = append(args, verb, body, strconv.Itoa(nkeys))
+	for _, r := range group {
+		for _, k := range r.keys {
+			args = append(args, k)
+		}
+	}
+	args = append(args, strconv.Itoa(len(group)))
+	for _, r := range group {
+		args = append(args, r.now, r.cost, len(r.params))
+		for _, p := range r.params {
+			args = append(args, p.alg, p.quota, p.capacity, p.window)
+		}
+	}
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
+}
+
+var errShortReply = errors.New("redisstore: script reply has the wrong length")
+
+// deliver hands each request of group its part of cmd's reply.
+func deliver(group []*request, cmd *redis.IntSliceCmd) {
+	vals, err := cmd.Result()
+	if err == nil {
+		n := 0
+		for _, r := range group {
+			n += 4 * len(r.params)
+		}
+		if len(vals) != n {
+			err = errShortReply
+		}
+	}
+	for _, r := range group {
+		if err != nil {
+			r.err = err
+			continue
+		}
+		n := 4 * len(r.params)
+		r.out, vals = vals[:n:n], vals[n:]
+	}
+}
