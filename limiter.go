@@ -153,7 +153,7 @@ func (l *Limiter) Take(ctx context.Context, key string, cost int64) (Decision, e
 		return d, err
 	}
 	var err error
-	if l.now().UnixNano() < l.skipUntil.Load() {
+	if skip := l.skipUntil.Load(); skip != 0 && l.now().UnixNano() < skip {
 		err = errSkipped
 	} else {
 		err = l.store.Take(ctx, key, cost, l.policies, d.Results)

@@ -54,22 +54,28 @@ func (s ResetStyle) String() string {
 // ResetAuto) give Unix seconds rounded up, as express-rate-limit does;
 // ResetDelta gives whole seconds from now rounded up, never negative.
 func FormatLegacyReset(reset, now time.Time, style ResetStyle) string {
+	var buf [20]byte
+	return string(AppendLegacyReset(buf[:0], reset, now, style))
+}
+
+// AppendLegacyReset is FormatLegacyReset appending to dst.
+func AppendLegacyReset(dst []byte, reset, now time.Time, style ResetStyle) []byte {
 	if style == ResetDelta {
 		d := reset.Sub(now)
 		if d <= 0 {
-			return "0"
+			return append(dst, '0')
 		}
 		s := int64(d / time.Second)
 		if d%time.Second != 0 {
 			s++
 		}
-		return strconv.FormatInt(s, 10)
+		return strconv.AppendInt(dst, s, 10)
 	}
 	s := reset.Unix()
 	if reset.Nanosecond() > 0 {
 		s++
 	}
-	return strconv.FormatInt(s, 10)
+	return strconv.AppendInt(dst, s, 10)
 }
 
 // SetLegacy sets X-RateLimit-Limit, -Remaining and -Reset on h (H3).

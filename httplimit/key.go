@@ -19,20 +19,20 @@ type Info struct {
 // the request lacks it. A rule's key joins its parts with "|", writing "-"
 // for an absent part, so all requests lacking a part share one partition:
 // an unauthenticated flood limits itself, not the clients that identify.
-type KeyPart func(r *http.Request, info *Info) string
+type KeyPart func(r *http.Request, info Info) string
 
 // ClientIP keys by the client address, believing forwarding headers only
 // from trusted proxies (K2).
-func ClientIP() KeyPart { return func(_ *http.Request, in *Info) string { return in.ClientIP } }
+func ClientIP() KeyPart { return func(_ *http.Request, in Info) string { return in.ClientIP } }
 
 // Route keys by the matched rule's pattern, so separate routes get separate
 // counters (K4).
-func Route() KeyPart { return func(_ *http.Request, in *Info) string { return in.Route } }
+func Route() KeyPart { return func(_ *http.Request, in Info) string { return in.Route } }
 
 // Header keys by a request header's value, as sent.
 func Header(name string) KeyPart {
 	name = http.CanonicalHeaderKey(name)
-	return func(r *http.Request, _ *Info) string { return r.Header.Get(name) }
+	return func(r *http.Request, _ Info) string { return r.Header.Get(name) }
 }
 
 // APIKey keys by an API key in the named header; for "Authorization" the
@@ -41,7 +41,7 @@ func Header(name string) KeyPart {
 // it.
 func APIKey(header string) KeyPart {
 	header = http.CanonicalHeaderKey(header)
-	return func(r *http.Request, _ *Info) string {
+	return func(r *http.Request, _ Info) string {
 		v := r.Header.Get(header)
 		if header == "Authorization" {
 			scheme, token, ok := strings.Cut(v, " ")
@@ -60,11 +60,11 @@ func APIKey(header string) KeyPart {
 // FromContext keys by a value the application put in the request context,
 // such as the authenticated user or tenant ID; fn returns "" when absent.
 func FromContext(fn func(ctx context.Context) string) KeyPart {
-	return func(r *http.Request, _ *Info) string { return fn(r.Context()) }
+	return func(r *http.Request, _ Info) string { return fn(r.Context()) }
 }
 
 // Literal is a fixed part, e.g. to share one partition across routes.
-func Literal(s string) KeyPart { return func(*http.Request, *Info) string { return s } }
+func Literal(s string) KeyPart { return func(*http.Request, Info) string { return s } }
 
 // Fingerprint returns the first 16 hex digits of the SHA-256 of s: enough
 // to tell keys apart in logs and stores without revealing them.
@@ -73,7 +73,7 @@ func Fingerprint(s string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func buildKey(parts []KeyPart, r *http.Request, in *Info) string {
+func buildKey(parts []KeyPart, r *http.Request, in Info) string {
 	if len(parts) == 1 {
 		if v := parts[0](r, in); v != "" {
 			return v

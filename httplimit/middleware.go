@@ -286,7 +286,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	key := buildKey(ru.key, r, &info)
+	key := buildKey(ru.key, r, info)
 	release, ok := m.apply(w, r, ru, key)
 	if release != nil {
 		defer release() // also on panic, so a slot is never leaked
@@ -363,7 +363,11 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, key
 		if handled {
 			return release, false
 		}
-		results = append(results, d.Results...)
+		if results == nil {
+			results = d.Results // the common case: no copy
+		} else {
+			results = append(results, d.Results...)
+		}
 		if !d.Allowed {
 			denied = &d
 		}
@@ -408,9 +412,14 @@ func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *f
 	ctx := r.Context()
 	var deadline time.Time
 	for {
-		start := time.Now()
+		var start time.Time
+		if m.metrics != nil || ru.mode == Throttle {
+			start = time.Now()
+		}
 		d, err := l.Take(ctx, key, cost)
-		m.metrics.storeLatency(ru, time.Since(start))
+		if m.metrics != nil {
+			m.metrics.storeLatency(ru, time.Since(start))
+		}
 		switch {
 		case errors.Is(err, floodgate.ErrCostExceedsQuota):
 			problem(w, http.StatusRequestEntityTooLarge, header.Problem{Title: "Content Too Large", Status: 413, Detail: err.Error()})

@@ -88,6 +88,9 @@ func (p *pattern) match(r *http.Request) bool {
 	if p.host != "" && !strings.EqualFold(p.host, hostOnly(r.Host)) {
 		return false
 	}
+	if p.dir && len(p.segs) == 0 {
+		return true // "/" (or "HOST/"): every path
+	}
 	rest := cleanPath(r.URL.Path)[1:]
 	slash := true // a "/" follows what was consumed so far
 	for _, seg := range p.segs {

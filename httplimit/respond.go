@@ -15,22 +15,19 @@ import (
 
 // setHeaders writes the rate-limit fields for results (H3, H4, H6) before
 // the handler runs, so they reach the client even on streamed responses.
-// denied is nil for an admitted request.
+// denied is nil for an admitted request. It runs on every response, so the
+// values are built in one buffer and cut from one string.
 func (m *Middleware) setHeaders(h http.Header, ru *rule, results []floodgate.Result, denied *floodgate.Decision) {
 	if m.style == None || len(results) == 0 {
 		return
 	}
-	// The legacy fields and the warning speak of one policy: the denying
-	// one, or else the one closest to its limit.
-	near := 0
-	for i, r := range results {
-		if r.Remaining*results[near].Policy.Quota < results[near].Remaining*r.Policy.Quota {
-			near = i
-		}
-	}
+	var buf [192]byte
+	b := buf[:0]
+	var ends [4]int // where each value ends in b
+	n := 0
 	if m.style != Legacy {
-		var buf [8]header.Limit
-		limits := buf[:0]
+		var lbuf [8]header.Limit
+		limits := lbuf[:0]
 		for _, r := range results {
 			l := header.Limit{Name: r.Policy.Name, Remaining: r.Remaining}
 			if r.Policy.Unit != floodgate.ConcurrentRequests {
@@ -38,27 +35,54 @@ func (m *Middleware) setHeaders(h http.Header, ru *rule, results []floodgate.Res
 			}
 			limits = append(limits, l)
 		}
-		var b [128]byte
-		if v, err := header.AppendLimit(b[:0], limits); err == nil {
-			h[header.FieldRateLimit] = []string{string(v)}
+		var err error
+		if b, err = header.AppendLimit(b, limits); err != nil {
+			return // names were validated when the rule was built
 		}
-		h[header.FieldPolicy] = []string{ru.policyField}
+		ends[n], n = len(b), n+1
 	}
-	if m.style != Draft11 {
-		r := results[near]
-		if denied != nil {
-			r = denied.Results[0]
-			for _, dr := range denied.Results {
-				if dr.Policy.Name == denied.Policy.Name {
-					r = dr
-				}
+	// The legacy fields and the warning speak of one policy: the denying
+	// one, or else the one closest to its limit.
+	r := results[0]
+	for _, c := range results[1:] {
+		if c.Remaining*r.Policy.Quota < r.Remaining*c.Policy.Quota {
+			r = c
+		}
+	}
+	if denied != nil {
+		for _, dr := range denied.Results {
+			if dr.Policy.Name == denied.Policy.Name {
+				r = dr
 			}
 		}
+	}
+	if m.style != Draft11 {
 		now := m.now()
-		header.SetLegacy(h, r.Policy.Quota, r.Remaining, now.Add(max(r.ResetAfter, r.RetryAfter)), now, m.reset)
+		b = strconv.AppendInt(b, r.Policy.Quota, 10)
+		ends[n], n = len(b), n+1
+		b = strconv.AppendInt(b, max(r.Remaining, 0), 10)
+		ends[n], n = len(b), n+1
+		b = header.AppendLegacyReset(b, now.Add(max(r.ResetAfter, r.RetryAfter)), now, m.reset)
+		ends[n], n = len(b), n+1
+	}
+	all := string(b)
+	vals := make([]string, n)
+	start := 0
+	for i := range n {
+		vals[i], start = all[start:ends[i]], ends[i]
+	}
+	i := 0
+	if m.style != Legacy {
+		h[header.FieldRateLimit] = vals[0:1:1]
+		h[header.FieldPolicy] = ru.policyValue
+		i = 1
+	}
+	if m.style != Draft11 {
+		h[header.FieldXLimit] = vals[i : i+1 : i+1]
+		h[header.FieldXRemaining] = vals[i+1 : i+2 : i+2]
+		h[header.FieldXReset] = vals[i+2 : i+3 : i+3]
 	}
 	if m.warnAt > 0 && denied == nil {
-		r := results[near]
 		if used := r.Policy.Quota - r.Remaining; float64(used) >= m.warnAt*float64(r.Policy.Quota) {
 			h["X-Ratelimit-Warning"] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", r.Policy.Name, used, r.Policy.Quota)}
 		}

@@ -28,7 +28,9 @@ type rule struct {
 	slotStore floodgate.Slots
 	lease     time.Duration
 
-	policyField string // RateLimit-Policy, the same on every response
+	// policyValue is RateLimit-Policy, the same on every response. Sharing
+	// the slice is safe: len == cap, so an Add on it copies.
+	policyValue []string
 }
 
 func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule, error) {
@@ -79,9 +81,11 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 		}
 		fields = append(fields, hp)
 	}
-	if r.policyField, err = header.FormatPolicy(fields); err != nil {
+	field, err := header.FormatPolicy(fields)
+	if err != nil {
 		return fail(err)
 	}
+	r.policyValue = []string{field}
 	if len(r.slots) > 0 {
 		s, ok := store.(floodgate.Slots)
 		if !ok {

@@ -1,0 +1,37 @@
+# Floodgate: `make run` starts the daemon, `make test` runs every test.
+GO      ?= go
+CONFIG  ?= examples/quickstart.yaml
+
+.PHONY: run test test-go bench fuzz services-up services-down
+
+run:
+	$(GO) run ./cmd/floodgate serve -c $(CONFIG)
+
+# Starts the Redis instances, Redis Cluster, Sentinel, nginx and wrk the
+# tests need (scripts/services-up.sh), runs them with the race detector,
+# and stops the services again, keeping the tests' exit status.
+test:
+	@scripts/services-up.sh >/dev/null
+	@status=0; $(MAKE) --no-print-directory test-go || status=$$?; \
+	scripts/services-down.sh; exit $$status
+
+test-go:
+	. /tmp/floodgate-test/env && $(GO) test -race -timeout 8m ./...
+	cd bench && $(GO) vet ./... && $(GO) test -run '^$$' ./...
+
+bench:
+	scripts/bench.sh
+
+# Runs each fuzz target for FUZZTIME (default 20s).
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzAlgorithmsSane -fuzztime $(FUZZTIME) ./algorithm
+	for f in FuzzParsePolicy FuzzParseLimit FuzzParseRetryAfter FuzzParseLegacyReset FuzzDetect; do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./header || exit 1; done
+	$(GO) test -run '^$$' -fuzz FuzzClientIP -fuzztime $(FUZZTIME) ./clientip
+
+services-up:
+	scripts/services-up.sh
+
+services-down:
+	scripts/services-down.sh
