@@ -1,0 +1,378 @@
+package client
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/header"
+	"github.com/sony/gobreaker/v2"
+)
+
+// stateKey identifies one observed policy (C6): the origin is the map the
+// key lives in; dup tells apart items that repeat a name (vector lim-11).
+type stateKey struct {
+	policy string
+	pk     string
+	dup    int
+}
+
+// itemState is the last fresh observation of one policy.
+type itemState struct {
+	Item
+	observed time.Time
+	expires  time.Time // observed + t (or w, or noWindowTTL)
+	seq      uint64    // reservation sequence of the request it answered
+	spent    int64     // units reserved since the observation
+}
+
+// noWindowTTL is how long an observation without t or w stays fresh: r
+// alone says nothing about time, so it is trusted only briefly.
+const noWindowTTL = time.Second
+
+// origin is the client's state for one scheme://host[:port].
+type origin struct {
+	name    string
+	breaker *gobreaker.TwoStepCircuitBreaker[struct{}] // nil when disabled
+
+	mu        sync.Mutex
+	limits    map[stateKey]*itemState // items carrying r (signals that expire)
+	policies  map[stateKey]Item       // items carrying only q/w (stable, informative)
+	factor    float64                 // AIMD pace factor in (0, 1]
+	next      time.Time               // earliest send time of the next reservation
+	blocked   time.Time               // no request before this (Retry-After, exhaustion)
+	needProbe bool                    // the next request goes alone and reads a fresh signal
+	probe     chan struct{}           // non-nil while a probe is in flight; closed when it ends
+	gen       uint64                  // bumped by every cut or block, invalidating reservations
+	seq       uint64                  // reservations made so far
+	lastCause string                  // why the last block or cut happened, for Probe output
+}
+
+func newOrigin(name string) *origin {
+	return &origin{name: name, limits: map[stateKey]*itemState{}, policies: map[stateKey]Item{}, factor: 1}
+}
+
+// ticket is one reservation at the origin gate.
+type ticket struct {
+	seq    uint64
+	gen    uint64
+	probe  bool
+	within bool // sent while a fresh signal left quota (C8)
+	costs  map[stateKey]int64
+}
+
+// gateResult says what a request must do before it may be sent.
+type gateResult struct {
+	wait    time.Duration // sleep this long, then ask again (or send, when t != nil)
+	waitOn  chan struct{} // or wait for this probe to end
+	t       *ticket       // non-nil: reserved; send after wait
+	tooLong bool          // the queue is longer than maxWait: refuse
+	reason  string        // why waiting, for logs
+}
+
+// reserve decides, at now, whether a request costing bodyBytes (−1 when
+// unknown) may be sent, and if so reserves its place. pk is the predicted
+// partition key (nil: every signal applies).
+func (o *origin) reserve(tr *Transport, now time.Time, bodyBytes int64, pk []byte) gateResult {
+	c := &tr.cfg
+	o.mu.Lock()
+	defer o.mu.Unlock()
+
+	if o.probe != nil {
+		return gateResult{waitOn: o.probe, reason: "probe in flight"}
+	}
+	if now.Before(o.blocked) {
+		return gateResult{wait: o.blocked.Sub(now), reason: o.lastCause}
+	}
+	// Expire observations (C4). An expired signal is not a refill: the
+	// next request probes for a fresh one.
+	for k, s := range o.limits {
+		if !now.Before(s.expires) {
+			delete(o.limits, k)
+			o.needProbe = true
+		}
+	}
+	if o.needProbe {
+		o.needProbe = false
+		o.probe = make(chan struct{})
+		o.seq++
+		return gateResult{t: &ticket{seq: o.seq, gen: o.gen, probe: true}}
+	}
+
+	t := &ticket{costs: map[stateKey]int64{}}
+	interval := 0.0 // seconds between requests
+	fresh := false
+	var exhausted *itemState
+	for k, s := range o.limits {
+		if !pkApplies(pk, s.PartitionKey) || s.Outlier != "" || !s.KnownUnit {
+			continue
+		}
+		cost := int64(0)
+		switch s.Unit {
+		case header.UnitRequests:
+			cost = 1
+		case header.UnitContentBytes:
+			cost = max(bodyBytes, 0)
+		}
+		if cost == 0 {
+			continue
+		}
+		fresh = true
+		if s.spent+cost > s.Remaining {
+			// Do not spend more than r within t (draft-11 §7): wait for the
+			// window to end, with jitter, then probe.
+			if exhausted == nil || s.expires.After(exhausted.expires) {
+				exhausted = s
+			}
+			continue
+		}
+		t.costs[k] = cost
+		if s.Unit == header.UnitRequests {
+			if p, ok := s.Pace(c.maxWindow); ok {
+				interval = math.Max(interval, 1/math.Max(p, 1e-9))
+			}
+		}
+	}
+	if exhausted != nil {
+		o.block(tr, now, exhausted.expires.Sub(now), "quota exhausted: policy "+strconv.Quote(exhausted.Policy))
+		return gateResult{wait: o.blocked.Sub(now), reason: o.lastCause}
+	}
+	for _, p := range o.policies {
+		if pkApplies(pk, p.PartitionKey) && p.Unit == header.UnitRequests {
+			if pace, ok := p.Pace(c.maxWindow); ok {
+				interval = math.Max(interval, 1/math.Max(pace, 1e-9))
+			}
+		}
+	}
+	// The pace factor slows the tighter of the server pace and the local
+	// rate; the local rate limiter applies on top in any case.
+	interval = math.Max(interval, 1/c.rps) / o.factor
+	step := durationOf(interval, c.maxWait)
+
+	slot := o.next
+	if slot.Before(now) {
+		slot = now
+	}
+	if wait := slot.Sub(now); wait > c.maxWait {
+		// Queued too far behind this transport's own requests: refuse
+		// instead of stalling (the caller can shed or retry later).
+		return gateResult{tooLong: true, reason: "queue longer than max wait"}
+	}
+	o.next = slot.Add(step)
+	o.seq++
+	t.seq, t.gen, t.within = o.seq, o.gen, fresh
+	for k, cost := range t.costs {
+		o.limits[k].spent += cost
+	}
+	return gateResult{t: t, wait: slot.Sub(now)}
+}
+
+// cancel gives back a reservation that was not used (its sleep was
+// interrupted or invalidated).
+func (o *origin) cancel(t *ticket) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, c := range t.costs {
+		if s, ok := o.limits[k]; ok && s.seq < t.seq {
+			s.spent -= c
+		}
+	}
+	if t.probe {
+		o.endProbe(false)
+	}
+}
+
+// stale reports whether a reservation was overtaken by a cut or block.
+func (o *origin) stale(t *ticket) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return t.gen != o.gen && !t.probe
+}
+
+// block stops sending for d plus jitter (clamped to maxWait) and makes
+// the next request a probe. Called with o.mu held.
+func (o *origin) block(tr *Transport, now time.Time, d time.Duration, cause string) {
+	d = min(max(d, 0)+tr.jitter(d), tr.cfg.maxWait)
+	if until := now.Add(d); until.After(o.blocked) {
+		o.blocked = until
+	}
+	o.needProbe = true
+	o.gen++
+	o.lastCause = cause
+}
+
+// endProbe releases the requests waiting for a probe. Called with o.mu held.
+func (o *origin) endProbe(ok bool) {
+	if o.probe != nil {
+		close(o.probe)
+		o.probe = nil
+	}
+	if !ok {
+		o.needProbe = true
+	}
+}
+
+// observe applies a response's signal to the state. t is the ticket the
+// request was sent with; now is when the response arrived.
+func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, attempts int) {
+	c := &tr.cfg
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t.probe {
+		o.endProbe(true)
+		o.factor = math.Min(o.factor, c.rampStart)
+	}
+	if s.Cached {
+		return // values from a cache describe someone else's past (draft-11 §7)
+	}
+	dups := map[stateKey]int{}
+	for _, it := range s.Items {
+		k := stateKey{policy: it.Policy, pk: string(it.PartitionKey)}
+		k.dup = dups[k]
+		dups[stateKey{policy: it.Policy, pk: string(it.PartitionKey)}]++
+		if it.Outlier != "" {
+			continue
+		}
+		if !it.HasRemaining {
+			o.policies[k] = it
+			continue
+		}
+		if cur, ok := o.limits[k]; ok && cur.seq > t.seq {
+			continue // a newer response already updated this policy
+		}
+		ttl := noWindowTTL
+		switch {
+		case it.HasWindow:
+			ttl = time.Duration(it.EffectiveWindow) * time.Second
+		case it.HasPolicy && it.Window > 0:
+			ttl = time.Duration(it.Window) * time.Second
+		}
+		// Requests reserved after this one may not be in r yet: count
+		// them as spent, which can only make the client slower.
+		o.limits[k] = &itemState{Item: it, observed: now, expires: now.Add(ttl), seq: t.seq, spent: int64(o.seq - t.seq)}
+	}
+
+	cut := s.Status == 429
+	switch s.ProblemType() {
+	case header.ProblemQuotaExceeded, header.ProblemTemporaryReducedCapacity, header.ProblemAbnormalUsageDetected:
+		cut = true
+	}
+	switch {
+	case cut:
+		// Cut once per episode: refusals of requests sent before the last
+		// cut describe the same overload, not a new one.
+		if t.gen == o.gen || t.probe {
+			o.factor = math.Max(c.minFactor, o.factor*c.decrease)
+		}
+		o.block(tr, now, retryDelay(tr, s, o.factor, attempts), "server refused: "+refusal(s))
+	case s.Status == 503 && s.HasRetryAfter:
+		o.block(tr, now, s.RetryDelay, "503 with Retry-After")
+	case s.Status < 500 && !t.probe:
+		// Additive increase; a probe's answer only restarts the ramp.
+		o.factor = math.Min(1, o.factor+c.rampStep)
+	}
+}
+
+// retryDelay is how long to wait after a refusal: Retry-After when sent
+// (it takes precedence over t, draft-11 §7, C5), else the longest t of
+// an exhausted or violated policy, else the backoff scaled by the pace
+// factor. Unclamped; callers clamp to maxWait.
+func retryDelay(tr *Transport, s *Signal, factor float64, attempt int) time.Duration {
+	if s.HasRetryAfter {
+		return s.RetryDelay
+	}
+	var d time.Duration
+	violated := map[string]bool{}
+	if s.Problem != nil {
+		for _, n := range s.Problem.ViolatedPolicies {
+			violated[n] = true
+		}
+	}
+	for _, it := range s.Items {
+		if it.Outlier == "" && it.HasWindow && it.HasRemaining && (it.Remaining == 0 || violated[it.Policy]) {
+			d = max(d, time.Duration(it.EffectiveWindow)*time.Second)
+		}
+	}
+	if d > 0 {
+		return d
+	}
+	b := float64(tr.cfg.backoff) * math.Pow(2, float64(max(attempt-1, 0))) / factor
+	return time.Duration(math.Min(b, float64(math.MaxInt64/2)))
+}
+
+func refusal(s *Signal) string {
+	if p := s.ProblemType(); p != "" && p != "about:blank" {
+		if i := len("https://iana.org/assignments/http-problem-types#"); len(p) > i && p[:i] == header.ProblemQuotaExceeded[:i] {
+			return p[i:]
+		}
+		return p
+	}
+	return "status " + strconv.Itoa(s.Status)
+}
+
+// pkApplies reports whether a signal with partition key have applies to a
+// request predicted to carry want (nil: unknown, everything applies).
+func pkApplies(want, have []byte) bool {
+	return want == nil || have == nil || bytes.Equal(want, have)
+}
+
+// durationOf converts seconds to a Duration, clamped to [0, max].
+func durationOf(sec float64, maxD time.Duration) time.Duration {
+	if sec <= 0 {
+		return 0
+	}
+	if sec >= maxD.Seconds() {
+		return maxD
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// PolicyState is a snapshot of one observed policy of an origin.
+type PolicyState struct {
+	Item
+	// Observed is when the signal arrived; Expires when it stops applying
+	// (zero for policy-only items, which do not expire).
+	Observed, Expires time.Time
+	// Spent is the units the client reserved since the observation.
+	Spent int64
+}
+
+// OriginState is a snapshot of the client's state for one origin.
+type OriginState struct {
+	Origin string
+	// Factor is the AIMD pace factor in (0, 1].
+	Factor float64
+	// Interval is the spacing the next requests get, before local caps.
+	Interval time.Duration
+	// BlockedUntil is when sending resumes after a refusal or exhaustion;
+	// zero or past when not blocked.
+	BlockedUntil time.Time
+	// NeedProbe says the next request goes alone, as a probe (C4).
+	NeedProbe bool
+	// Cause is why the last block happened.
+	Cause    string
+	Policies []PolicyState
+}
+
+func (o *origin) snapshot(tr *Transport) OriginState {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := OriginState{Origin: o.name, Factor: o.factor, BlockedUntil: o.blocked, NeedProbe: o.needProbe, Cause: o.lastCause}
+	interval := 0.0
+	for _, s := range o.limits {
+		st.Policies = append(st.Policies, PolicyState{Item: s.Item, Observed: s.observed, Expires: s.expires, Spent: s.spent})
+		if p, ok := s.Pace(tr.cfg.maxWindow); ok && s.Unit == header.UnitRequests {
+			interval = math.Max(interval, 1/math.Max(p, 1e-9))
+		}
+	}
+	for _, p := range o.policies {
+		st.Policies = append(st.Policies, PolicyState{Item: p})
+		if pace, ok := p.Pace(tr.cfg.maxWindow); ok && p.Unit == header.UnitRequests {
+			interval = math.Max(interval, 1/math.Max(pace, 1e-9))
+		}
+	}
+	st.Interval = durationOf(math.Max(interval, 1/tr.cfg.rps)/o.factor, tr.cfg.maxWait)
+	return st
+}
