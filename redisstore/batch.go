@@ -1,8 +1,10 @@
 package redisstore
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // request is one Take on its way to Redis.
@@ -63,21 +65,27 @@ func putRequest(r *request) {
 // to maxBatch) as its next batch. So batches grow exactly as fast as Redis
 // answers more slowly than requests arrive, and a lone caller pays no delay.
 //
-// Executors are goroutines, never the callers themselves: callers wait with
-// their own deadline and can leave, whether or not the Redis client honours
-// context deadlines on its sockets.
+// Batches run on executor goroutines, so that callers wait with their own
+// deadline and can leave whether or not the Redis client honours context
+// deadlines on its sockets. The one exception saves a lone caller two
+// goroutine switches: when the client does honour them (inline) and the
+// batch is the caller's request alone, the caller runs it itself, bounded
+// by its own context.
 type batcher struct {
 	maxBatch    int
 	maxInFlight int
-	exec        func(batch []*request)
+	inline      bool
+	timeout     time.Duration
+	exec        func(ctx context.Context, batch []*request)
 
 	mu       sync.Mutex
 	queue    []*request
 	inFlight int
 }
 
-// submit queues r and makes sure an executor will run it.
-func (b *batcher) submit(r *request) {
+// submit queues r and makes sure an executor will run it; when it returns,
+// r may already be answered.
+func (b *batcher) submit(ctx context.Context, r *request) {
 	b.mu.Lock()
 	if b.inFlight >= b.maxInFlight {
 		b.queue = append(b.queue, r)
@@ -85,6 +93,25 @@ func (b *batcher) submit(r *request) {
 		return
 	}
 	b.inFlight++
+	if b.inline && len(b.queue) == 0 {
+		r.state.Store(taken)
+		b.mu.Unlock()
+		ctx, cancel := context.WithTimeout(ctx, b.timeout)
+		batch := [1]*request{r}
+		b.exec(ctx, batch[:])
+		cancel()
+		r.done <- struct{}{}
+		b.mu.Lock()
+		next := b.takeLocked(nil, nil)
+		if len(next) == 0 {
+			b.inFlight--
+		}
+		b.mu.Unlock()
+		if len(next) > 0 {
+			go b.run(next)
+		}
+		return
+	}
 	batch := b.takeLocked(make([]*request, 0, min(b.maxBatch, 1+len(b.queue))), r)
 	b.mu.Unlock()
 	go b.run(batch)
@@ -108,9 +135,13 @@ func (b *batcher) takeLocked(batch []*request, first *request) []*request {
 	return batch
 }
 
+// run executes batch, then whatever queued meanwhile, until the queue is
+// empty.
 func (b *batcher) run(batch []*request) {
 	for len(batch) > 0 {
-		b.exec(batch)
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		b.exec(ctx, batch)
+		cancel()
 		for i, r := range batch {
 			r.done <- struct{}{} // buffered: never blocks, even if the caller left
 			batch[i] = nil

@@ -22,6 +22,7 @@ type Store struct {
 	maxKeyLen int
 	timeout   time.Duration
 	clock     func() time.Time // nil: the Redis server's TIME
+	slack     int64            // ms added to every TTL
 	near      *nearCache
 	b         batcher
 }
@@ -36,6 +37,9 @@ const (
 	groupSlot                 // Redis Cluster: one call per hash slot
 	groupTag                  // client-side sharding (e.g. Ring): one call per partition key
 )
+
+// testClockSlack lengthens every TTL under WithClock.
+const testClockSlack = time.Minute
 
 // Option configures a Store.
 type Option func(*config) error
@@ -126,7 +130,12 @@ func WithBatching(maxBatch, maxInFlight int) Option {
 
 // WithClock makes the store read time from now instead of the Redis
 // server's TIME. For tests only: with several application servers, their
-// clocks would disagree. Key expiry stays relative to the server's clock.
+// clocks would disagree. Key expiry still runs on the server's clock, which
+// keeps moving while a test clock stands still, so each TTL is lengthened
+// by a minute to keep state alive for the test's (clock) duration.
+//
+// The algorithms treat state older than its window as fresh, so the longer
+// TTL changes no decision.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) error { c.clock = now; return nil }
 }
@@ -135,6 +144,12 @@ func WithClock(now func() time.Time) Option {
 // through redis.NewFailoverClient), a *redis.ClusterClient, or any other
 // UniversalClient. New does not contact Redis; the script is loaded on first
 // use and again whenever a server answers NOSCRIPT.
+//
+// A client with ContextTimeoutEnabled lets a lone caller run its own script
+// call, saving two goroutine switches of latency; without it, go-redis
+// bounds socket reads by its ReadTimeout rather than by contexts, so every
+// call is made on a helper goroutine and the caller waits no longer than
+// the per-call timeout either way.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	c := config{prefix: "fg:", maxKeyLen: 128, timeout: 50 * time.Millisecond, maxBatch: 128, maxInFlight: 4}
 	for _, o := range opts {
@@ -149,6 +164,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		timeout:   c.timeout,
 		clock:     c.clock,
 	}
+	if c.clock != nil {
+		s.slack = testClockSlack.Milliseconds()
+	}
 	switch client.(type) {
 	case *redis.Client:
 		s.grouping = groupAll
@@ -160,7 +178,13 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if c.nearSize > 0 {
 		s.near = newNearCache(c.nearSize, c.nearMin)
 	}
-	s.b = batcher{maxBatch: c.maxBatch, maxInFlight: c.maxInFlight, exec: s.exec}
+	s.b = batcher{maxBatch: c.maxBatch, maxInFlight: c.maxInFlight, timeout: c.timeout, exec: s.exec}
+	switch c := client.(type) {
+	case *redis.Client:
+		s.b.inline = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		s.b.inline = c.Options().ContextTimeoutEnabled
+	}
 	return s, nil
 }
 
@@ -227,7 +251,7 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 // timeout. On an error return r must not be reused: an executor may still
 // hold it.
 func (s *Store) wait(ctx context.Context, r *request) error {
-	s.b.submit(r)
+	s.b.submit(ctx, r)
 	timer := time.NewTimer(s.timeout)
 	select {
 	case <-r.done:
@@ -300,13 +324,11 @@ func (s *Store) Reset(ctx context.Context, key string, policies []floodgate.Poli
 
 // exec runs one batch: one EVALSHA per group, pipelined when there are
 // several, then sets each request's out or err.
-func (s *Store) exec(batch []*request) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
+func (s *Store) exec(ctx context.Context, batch []*request) {
 	groups := s.groups(batch)
 	cmds := make([]*redis.IntSliceCmd, len(groups))
 	for i, g := range groups {
-		cmds[i] = evalCmd(ctx, "evalsha", scriptSHA, g)
+		cmds[i] = evalCmd(ctx, "evalsha", scriptSHA, s.slack, g)
 	}
 	s.process(ctx, cmds)
 	// NOSCRIPT: the server restarted, failed over or was flushed. Nothing
@@ -322,7 +344,7 @@ func (s *Store) exec(batch []*request) {
 		_ = s.client.ScriptLoad(ctx, script).Err() // a failure shows in the retries
 		again := make([]*redis.IntSliceCmd, len(retry))
 		for j, i := range retry {
-			again[j] = evalCmd(ctx, "evalsha", scriptSHA, groups[i])
+			again[j] = evalCmd(ctx, "evalsha", scriptSHA, s.slack, groups[i])
 		}
 		s.process(ctx, again)
 		var last []*redis.IntSliceCmd
@@ -330,7 +352,7 @@ func (s *Store) exec(batch []*request) {
 		for j, i := range retry {
 			cmds[i] = again[j]
 			if redis.HasErrorPrefix(again[j].Err(), "NOSCRIPT") {
-				last = append(last, evalCmd(ctx, "eval", script, groups[i]))
+				last = append(last, evalCmd(ctx, "eval", script, s.slack, groups[i]))
 				lastIdx = append(lastIdx, i)
 			}
 		}
@@ -385,7 +407,7 @@ func sameTag(a, b *request) bool {
 
 // evalCmd builds one script call for group (see lua/dispatch.lua for the
 // argument layout).
-func evalCmd(ctx context.Context, verb, body string, group []*request) *redis.IntSliceCmd {
+func evalCmd(ctx context.Context, verb, body string, slack int64, group []*request) *redis.IntSliceCmd {
 	nkeys, nargs := 0, 1
 	for _, r := range group {
 		nkeys += len(r.keys)
@@ -398,7 +420,7 @@ func evalCmd(ctx context.Context, verb, body string, group []*request) *redis.In
 			args = append(args, k)
 		}
 	}
-	args = append(args, strconv.Itoa(len(group)))
+	args = append(args, strconv.Itoa(len(group)), slack)
 	for _, r := range group {
 		args = append(args, r.now, r.cost, len(r.params))
 		for _, p := range r.params {

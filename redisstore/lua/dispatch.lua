@@ -1,7 +1,7 @@
 -- The dispatcher: one call decides one or more requests, in order, each
 -- across all of its policies, all or nothing.
 --
--- ARGV: n, then per request: now (µs since the epoch, or -1 for the server's
+-- ARGV: n, TTL slack (ms, see ttl), then per request: now (µs since the epoch, or -1 for the server's
 -- TIME), cost, number of policies p, then per policy: algorithm (the
 -- floodgate.Algorithm value), quota, capacity, window (µs).
 -- KEYS: per request, its p policy keys in the same order.
@@ -11,7 +11,7 @@
 local TAKE = { fixed_window_take, sliding_log_take, sliding_counter_take, token_bucket_take, gcra_take }
 local COMMIT = { fixed_window_commit, sliding_log_commit, sliding_counter_commit, token_bucket_commit, gcra_commit }
 
-local out, o, k, a = {}, 0, 0, 2
+local out, o, k, a = {}, 0, 0, 3
 local server_now
 for _ = 1, tonumber(ARGV[1]) do
   local now, cost, p = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])

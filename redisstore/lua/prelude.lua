@@ -42,8 +42,10 @@ end
 
 -- ttl converts the absolute expiry exp (µs) of a state into PX
 -- milliseconds, rounded up, so a key never disappears while its state still
--- differs from a fresh one.
-local function ttl(exp, now) return int(max(ceildiv(exp - now, 1000), 1)) end
+-- differs from a fresh one. ARGV[2] adds milliseconds: 0, except with a
+-- test clock, which does not advance with the server's (see WithClock).
+local slack = tonumber(ARGV[2])
+local function ttl(exp, now) return int(max(ceildiv(exp - now, 1000), 1) + slack) end
 
 -- The writes of the decision under way, indexed by policy: they are made
 -- only once every policy has admitted the request (all or nothing).

@@ -1,0 +1,161 @@
+package bench
+
+// Redis stores side by side on one local Redis: Floodgate's redisstore,
+// github.com/go-redis/redis_rate/v10 (GCRA in one EVALSHA per call) and
+// ulule/limiter's Redis store (fixed window, one EVALSHA per call). Every
+// limiter allows 100 requests per second per key with a burst of 100, keys
+// are "user:<n>" over 10,000 keys (built before timing), and each call asks
+// "may this key spend one request now?" — about 12 calls per key per
+// second at 120,000/s, so all are admitted and every call writes.
+//
+// Run (docs/BENCHMARKS.md, "Redis"):
+//
+//	. /tmp/floodgate-test/env
+//	cd bench && go test -run '^$' -bench '^BenchmarkRedis' -benchtime 3s -count 3
+//
+// FLOODGATE_BENCH_REDIS overrides the server (default $FLOODGATE_TEST_REDIS).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	ulule "github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/redisstore"
+)
+
+const (
+	redisKeys        = 10_000
+	redisConcurrency = 64 // goroutines of the parallel workloads
+)
+
+var redisKeyNames = func() []string {
+	k := make([]string, redisKeys)
+	for i := range k {
+		k[i] = "user:" + strconv.Itoa(i)
+	}
+	return k
+}()
+
+// redisAddr is the server every Redis benchmark uses.
+func redisAddr(tb testing.TB) string {
+	if a := os.Getenv("FLOODGATE_BENCH_REDIS"); a != "" {
+		return a
+	}
+	if a := os.Getenv("FLOODGATE_TEST_REDIS"); a != "" {
+		return a
+	}
+	tb.Fatal("FLOODGATE_TEST_REDIS is not set: run scripts/services-up.sh and `. /tmp/floodgate-test/env`")
+	return ""
+}
+
+// newRedisClient returns a client with go-redis' defaults, as an
+// application would have, on a freshly flushed database 0 of the private
+// test server.
+func newRedisClient(tb testing.TB) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr(tb)})
+	tb.Cleanup(func() { rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		tb.Fatalf("redis at %s: %v", rdb.Options().Addr, err)
+	}
+	return rdb
+}
+
+// redisContender builds one limiter; its take reports whether key was
+// admitted and is safe for concurrent use.
+type redisContender struct {
+	name string
+	open func(tb testing.TB, rdb *redis.Client) (take func(ctx context.Context, key string) bool)
+}
+
+var redisContenders = []redisContender{
+	{"floodgate", func(tb testing.TB, rdb *redis.Client) func(context.Context, string) bool {
+		st, err := redisstore.New(rdb, redisstore.WithPrefix(fmt.Sprintf("bench:%d:", time.Now().UnixNano())))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		lim, err := floodgate.NewLimiter(st, []floodgate.Policy{{
+			Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Second, Burst: 100,
+		}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return func(ctx context.Context, key string) bool {
+			d, err := lim.Take(ctx, key, 1)
+			if err != nil {
+				tb.Error(err)
+			}
+			return d.Allowed
+		}
+	}},
+	{"redis_rate", func(tb testing.TB, rdb *redis.Client) func(context.Context, string) bool {
+		lim := redis_rate.NewLimiter(rdb)
+		limit := redis_rate.Limit{Rate: 100, Burst: 100, Period: time.Second}
+		return func(ctx context.Context, key string) bool {
+			r, err := lim.Allow(ctx, key, limit)
+			if err != nil {
+				tb.Error(err)
+				return false
+			}
+			return r.Allowed > 0
+		}
+	}},
+	{"ulule", func(tb testing.TB, rdb *redis.Client) func(context.Context, string) bool {
+		store, err := ululeredis.NewStoreWithOptions(rdb, ulule.StoreOptions{Prefix: fmt.Sprintf("ulule:%d", time.Now().UnixNano())})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		lim := ulule.New(store, ulule.Rate{Period: time.Second, Limit: 100})
+		return func(ctx context.Context, key string) bool {
+			c, err := lim.Get(ctx, key)
+			if err != nil {
+				tb.Error(err)
+				return false
+			}
+			return !c.Reached
+		}
+	}},
+}
+
+// BenchmarkRedis reports decisions/s with 64 concurrent goroutines
+// (Parallel64) and the latency of one goroutine (Single) for each limiter.
+func BenchmarkRedis(b *testing.B) {
+	for _, c := range redisContenders {
+		b.Run("Parallel64/"+c.name, func(b *testing.B) {
+			take := c.open(b, newRedisClient(b))
+			var next atomic.Uint64
+			b.SetParallelism((redisConcurrency + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				i := next.Add(7919)
+				for pb.Next() {
+					i++
+					take(ctx, redisKeyNames[i%redisKeys])
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+	for _, c := range redisContenders {
+		b.Run("Single/"+c.name, func(b *testing.B) {
+			take := c.open(b, newRedisClient(b))
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range b.N {
+				take(ctx, redisKeyNames[i%redisKeys])
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}
