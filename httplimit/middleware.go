@@ -85,6 +85,34 @@ type Rule struct {
 	// MaxBodyBytes caps a body of unknown length read under ContentBytes
 	// policies; reading past it fails the read. Default 10 MiB.
 	MaxBodyBytes int64
+	// Plan picks further policies per request: for tiered quotas, the plan
+	// of the request's API key (K6). It runs after the rule's Policies, so
+	// those can guard it by client IP (K7): guessing keys is limited before
+	// any key lookup. It returns the plan and its partition key ("" means:
+	// build it from Key). A
+	// *Reject error is written as it is (e.g. a 401); any other error is a
+	// failing source, answered by FailureMode: 503 when closed, the request
+	// passes unlimited when open.
+	Plan func(r *http.Request) (key string, plan Plan, err error)
+}
+
+// Plan is a named policy set chosen per request, such as a pricing tier.
+// Limiters are built once per plan name and rebuilt when its policies
+// change.
+type Plan struct {
+	Name     string
+	Policies []floodgate.Policy
+}
+
+// Reject is an error a Plan func returns to refuse a request with its own
+// status and problem, e.g. 401 api_key_required.
+type Reject struct {
+	Status  int
+	Problem header.Problem
+}
+
+func (e *Reject) Error() string {
+	return fmt.Sprintf("httplimit: rejected with %d: %s", e.Status, e.Problem.Title)
 }
 
 // Bypass lets trusted traffic through without limits (K5).
@@ -271,14 +299,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	info := Info{Rule: ru.name, Route: ru.pattern.raw}
-	if ru.needsIP || len(m.bypass.CIDRs) > 0 {
-		if a, err := m.resolver.ClientIP(r); err == nil {
-			info.ClientIP = m.resolver.KeyFor(a)
-			if m.allowListed(a) {
-				m.metrics.bypass(ru.name, "cidr")
-				next.ServeHTTP(w, r)
-				return
-			}
+	if a, err := m.resolver.ClientIP(r); err == nil {
+		info.ClientIP = m.resolver.KeyFor(a)
+		if m.allowListed(a) {
+			m.metrics.bypass(ru.name, "cidr")
+			next.ServeHTTP(w, r)
+			return
 		}
 	}
 	if len(m.tokens) > 0 && m.tokenOK(r.Header.Get(m.bypass.Header)) {
@@ -286,14 +312,51 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	key := buildKey(ru.key, r, info)
-	release, ok := m.apply(w, r, ru, key)
-	if release != nil {
-		defer release() // also on panic, so a slot is never leaked
+	var release func()
+	defer func() {
+		if release != nil {
+			release() // also on panic, so a slot is never leaked
+		}
+	}()
+	if ru.static != nil {
+		rel, ok := m.apply(w, r, ru, ru.static, buildKey(ru.key, r, info))
+		release = rel
+		if !ok {
+			return
+		}
 	}
-	if ok {
-		next.ServeHTTP(w, r)
+	if ru.plan != nil {
+		key, plan, err := ru.plan(r)
+		var rej *Reject
+		switch {
+		case errors.As(err, &rej):
+			problem(w, rej.Status, rej.Problem)
+			return
+		case err != nil && (ru.failure == floodgate.FailOpen || ru.failure == floodgate.FailToLocal):
+			m.metrics.storeError(ru.name)
+			next.ServeHTTP(w, r)
+			return
+		case err != nil:
+			m.metrics.storeError(ru.name)
+			m.unavailable(w, r, ru, err)
+			return
+		}
+		lim, err := ru.limitsFor(plan)
+		if err != nil {
+			m.logger.Error("bad plan", slog.String("rule", ru.name), slog.Any("error", err))
+			m.unavailable(w, r, ru, err)
+			return
+		}
+		if key == "" {
+			key = buildKey(ru.key, r, info)
+		}
+		rel, ok := m.apply(w, r, ru, lim, key)
+		release = chain(release, rel)
+		if !ok {
+			return
+		}
 	}
+	next.ServeHTTP(w, r)
 }
 
 func (m *Middleware) allowListed(a netip.Addr) bool {
@@ -321,13 +384,13 @@ func (m *Middleware) tokenOK(got string) bool {
 // apply runs the rule's limits for key. It returns whether the request may
 // go on, having written the response when not, and a release func for a
 // concurrency slot to run after the handler.
-func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, key string) (release func(), ok bool) {
+func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim *limits, key string) (release func(), ok bool) {
 	ctx := r.Context()
 	var results []floodgate.Result
 	var denied *floodgate.Decision
 
-	for _, sp := range ru.slots {
-		rel, free, got, err := ru.slotStore.Acquire(ctx, key, sp, ru.lease)
+	for _, sp := range lim.slots {
+		rel, free, got, err := lim.slotStore.Acquire(ctx, key, sp, lim.lease)
 		if err != nil {
 			if ru.failure == floodgate.FailOpen || ru.failure == floodgate.FailToLocal {
 				continue
@@ -349,7 +412,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, key
 		results = append(results, res)
 	}
 
-	if denied == nil && ru.requests != nil {
+	if denied == nil && lim.requests != nil {
 		cost := int64(1)
 		if ru.cost != nil {
 			c, err := ru.cost(r)
@@ -359,7 +422,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, key
 			}
 			cost = c
 		}
-		d, handled := m.take(w, r, ru, ru.requests, key, cost)
+		d, handled := m.take(w, r, ru, lim.requests, key, cost)
 		if handled {
 			return release, false
 		}
@@ -373,9 +436,9 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, key
 		}
 	}
 
-	if denied == nil && ru.bytes != nil {
+	if denied == nil && lim.bytes != nil {
 		if n := r.ContentLength; n >= 0 {
-			d, handled := m.take(w, r, ru, ru.bytes, key, n)
+			d, handled := m.take(w, r, ru, lim.bytes, key, n)
 			if handled {
 				return release, false
 			}
@@ -384,7 +447,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, key
 				denied = &d
 			}
 		} else {
-			r.Body = &meteredBody{ReadCloser: r.Body, ctx: ctx, l: ru.bytes, key: key, left: ru.maxBody}
+			r.Body = &meteredBody{ReadCloser: r.Body, ctx: ctx, l: lim.bytes, key: key, left: ru.maxBody}
 		}
 	}
 
@@ -395,13 +458,13 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, key
 			m.logDenied(ctx, ru, key, denied, slog.LevelInfo, "shadow rate limit exceeded")
 			return release, true
 		}
-		m.setHeaders(w.Header(), ru, results, denied)
+		m.setHeaders(w.Header(), lim, results, denied)
 		m.reject(w, r, ru, key, denied)
 		return release, false
 	}
 	m.metrics.decision(ru.name, "", "allowed")
 	if ru.mode != Shadow {
-		m.setHeaders(w.Header(), ru, results, nil)
+		m.setHeaders(w.Header(), lim, results, nil)
 	}
 	return release, true
 }

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -497,5 +498,51 @@ func TestRetryAfterNeverBeforeT(t *testing.T) {
 	ra, _ := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
 	if ra < lims[0].Window || ra < 1 {
 		t.Fatalf("Retry-After %d before the end of t=%d", ra, lims[0].Window)
+	}
+}
+
+// TestPlans: policies chosen per request (K6), behind an IP guard (K7).
+func TestPlans(t *testing.T) {
+	tiers := map[string]httplimit.Plan{
+		"free-key": {Name: "free", Policies: []floodgate.Policy{policy("free", floodgate.FixedWindow, 2, time.Minute)}},
+		"pro-key":  {Name: "pro", Policies: []floodgate.Policy{policy("pro", floodgate.FixedWindow, 4, time.Minute)}},
+	}
+	lookups := 0
+	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
+		Pattern:  "/api/",
+		Policies: []floodgate.Policy{policy("ip-guard", floodgate.FixedWindow, 8, time.Minute)},
+		Plan: func(r *http.Request) (string, httplimit.Plan, error) {
+			lookups++
+			k := r.Header.Get("X-API-Key")
+			if k == "" {
+				return "", httplimit.Plan{}, &httplimit.Reject{Status: 401, Problem: header.Problem{Title: "api_key_required", Status: 401}}
+			}
+			p, ok := tiers[k]
+			if !ok {
+				return "", httplimit.Plan{}, &httplimit.Reject{Status: 401, Problem: header.Problem{Title: "invalid_api_key", Status: 401}}
+			}
+			return "tenant-" + k, p, nil
+		},
+	}}}, ok)
+	codes := func(key string, n int) []int {
+		var out []int
+		for range n {
+			out = append(out, do(t, "GET", srv.URL+"/api/x", "X-API-Key", key).StatusCode)
+		}
+		return out
+	}
+	if got := fmt.Sprint(codes("", 1), codes("nope", 1), codes("free-key", 3)); got != "[401] [401] [200 200 429]" {
+		t.Fatalf("missing, unknown, free: %s", got)
+	}
+	resp := do(t, "GET", srv.URL+"/api/x", "X-API-Key", "pro-key")
+	if resp.Header.Get("RateLimit-Policy") != `"pro";q=4;w=60` {
+		t.Fatalf("pro plan's RateLimit-Policy %q", resp.Header.Get("RateLimit-Policy"))
+	}
+	// The IP guard (8 per minute) has seen 6 requests; two more pass, then
+	// it refuses before any lookup.
+	codes("pro-key", 2)
+	before := lookups
+	if got := codes("pro-key", 3); fmt.Sprint(got) != "[429 429 429]" || lookups != before {
+		t.Fatalf("guard: %v, lookups %d → %d", got, before, lookups)
 	}
 }

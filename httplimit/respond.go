@@ -17,7 +17,7 @@ import (
 // the handler runs, so they reach the client even on streamed responses.
 // denied is nil for an admitted request. It runs on every response, so the
 // values are built in one buffer and cut from one string.
-func (m *Middleware) setHeaders(h http.Header, ru *rule, results []floodgate.Result, denied *floodgate.Decision) {
+func (m *Middleware) setHeaders(h http.Header, lim *limits, results []floodgate.Result, denied *floodgate.Decision) {
 	if m.style == None || len(results) == 0 {
 		return
 	}
@@ -74,7 +74,7 @@ func (m *Middleware) setHeaders(h http.Header, ru *rule, results []floodgate.Res
 	i := 0
 	if m.style != Legacy {
 		h[header.FieldRateLimit] = vals[0:1:1]
-		h[header.FieldPolicy] = ru.policyValue
+		h[header.FieldPolicy] = lim.policyValue
 		i = 1
 	}
 	if m.style != Draft11 {

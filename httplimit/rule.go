@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate"
@@ -15,13 +17,21 @@ type rule struct {
 	name     string
 	pattern  *pattern
 	key      []KeyPart
-	needsIP  bool
 	cost     func(*http.Request) (int64, error)
 	mode     Mode
 	maxDelay time.Duration
 	failure  floodgate.FailureMode
 	maxBody  int64
+	build    func(ps []floodgate.Policy) (*limits, error)
 
+	static *limits // from Rule.Policies; nil when a Plan rule has none
+	plan   func(r *http.Request) (string, Plan, error)
+	plans  sync.Map // plan name → *limits, rebuilt when a plan's policies change
+}
+
+// limits enforces one policy set: one Limiter per unit, and slots.
+type limits struct {
+	policies  []floodgate.Policy
 	requests  *floodgate.Limiter // Requests policies, nil if none
 	bytes     *floodgate.Limiter // ContentBytes policies, nil if none
 	slots     []floodgate.Policy // ConcurrentRequests policies
@@ -43,13 +53,9 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 	if err != nil {
 		return fail(err)
 	}
-	if err := floodgate.ValidatePolicies(in.Policies); err != nil {
-		return fail(err)
-	}
 	r := &rule{
 		name: name, pattern: pat, key: in.Key, cost: in.Cost, mode: in.Mode,
-		maxDelay: in.MaxDelay, failure: in.FailureMode, maxBody: in.MaxBodyBytes,
-		lease: time.Minute,
+		maxDelay: in.MaxDelay, failure: in.FailureMode, maxBody: in.MaxBodyBytes, plan: in.Plan,
 	}
 	if r.mode > Throttle {
 		return fail(fmt.Errorf("unknown mode %d", in.Mode))
@@ -60,20 +66,46 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 	if len(r.key) == 0 {
 		r.key = []KeyPart{ClientIP()}
 	}
-	r.needsIP = true // ClientIP parts are opaque funcs; resolving is cheap
 	if r.maxBody <= 0 {
 		r.maxBody = 10 << 20
 	}
+	if in.FailureMode == floodgate.FailToLocal && local == nil {
+		return fail(fmt.Errorf("fail-to-local needs Config.Local"))
+	}
+	share := in.LocalShare
+	if share <= 0 || share > 1 {
+		share = 1
+	}
+	r.build = func(ps []floodgate.Policy) (*limits, error) {
+		opts := []floodgate.Option{floodgate.WithFailureMode(in.FailureMode), floodgate.WithLogger(logger)}
+		if in.FailureMode == floodgate.FailToLocal {
+			opts = append(opts, floodgate.WithLocalFallback(local, share))
+		}
+		return newLimits(ps, store, opts)
+	}
+	if in.Plan == nil || len(in.Policies) > 0 {
+		if r.static, err = r.build(in.Policies); err != nil {
+			return fail(err)
+		}
+	}
+	return r, nil
+}
+
+func newLimits(policies []floodgate.Policy, store floodgate.Store, opts []floodgate.Option) (*limits, error) {
+	if err := floodgate.ValidatePolicies(policies); err != nil {
+		return nil, err
+	}
+	l := &limits{policies: policies, lease: time.Minute}
 	var reqs, bytes []floodgate.Policy
 	var fields []header.Policy
-	for _, p := range in.Policies {
+	for _, p := range policies {
 		switch p.Unit {
 		case floodgate.Requests:
 			reqs = append(reqs, p)
 		case floodgate.ContentBytes:
 			bytes = append(bytes, p)
 		case floodgate.ConcurrentRequests:
-			r.slots = append(r.slots, p)
+			l.slots = append(l.slots, p)
 		}
 		hp := header.Policy{Name: p.Name, Quota: p.Quota, Unit: p.Unit.String()}
 		if p.Unit != floodgate.ConcurrentRequests {
@@ -83,41 +115,43 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 	}
 	field, err := header.FormatPolicy(fields)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	r.policyValue = []string{field}
-	if len(r.slots) > 0 {
+	l.policyValue = []string{field}
+	if len(l.slots) > 0 {
 		s, ok := store.(floodgate.Slots)
 		if !ok {
-			return fail(fmt.Errorf("concurrent-requests policies need a store with slots, %T has none", store))
+			return nil, fmt.Errorf("concurrent-requests policies need a store with slots, %T has none", store)
 		}
-		r.slotStore = s
-	}
-	newLimiter := func(ps []floodgate.Policy) (*floodgate.Limiter, error) {
-		opts := []floodgate.Option{floodgate.WithFailureMode(in.FailureMode), floodgate.WithLogger(logger)}
-		if in.FailureMode == floodgate.FailToLocal {
-			if local == nil {
-				return nil, fmt.Errorf("fail-to-local needs Config.Local")
-			}
-			share := in.LocalShare
-			if share <= 0 || share > 1 {
-				share = 1
-			}
-			opts = append(opts, floodgate.WithLocalFallback(local, share))
-		}
-		return floodgate.NewLimiter(store, ps, opts...)
+		l.slotStore = s
 	}
 	if len(reqs) > 0 {
-		if r.requests, err = newLimiter(reqs); err != nil {
-			return fail(err)
+		if l.requests, err = floodgate.NewLimiter(store, reqs, opts...); err != nil {
+			return nil, err
 		}
 	}
 	if len(bytes) > 0 {
-		if r.bytes, err = newLimiter(bytes); err != nil {
-			return fail(err)
+		if l.bytes, err = floodgate.NewLimiter(store, bytes, opts...); err != nil {
+			return nil, err
 		}
 	}
-	return r, nil
+	return l, nil
+}
+
+// limitsFor returns the limits of a request's plan, building them on first
+// use and again when the plan's policies change.
+func (r *rule) limitsFor(p Plan) (*limits, error) {
+	if v, ok := r.plans.Load(p.Name); ok {
+		if l := v.(*limits); slices.Equal(l.policies, p.Policies) {
+			return l, nil
+		}
+	}
+	l, err := r.build(slices.Clone(p.Policies))
+	if err != nil {
+		return nil, fmt.Errorf("plan %q: %w", p.Name, err)
+	}
+	r.plans.Store(p.Name, l)
+	return l, nil
 }
 
 // windowSeconds is w for RateLimit-Policy: whole seconds, at least 1.
