@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/floodgate/floodgate"
@@ -94,6 +95,35 @@ type Rule struct {
 	// failing source, answered by FailureMode: 503 when closed, the request
 	// passes unlimited when open.
 	Plan func(r *http.Request) (key string, plan Plan, err error)
+}
+
+// Event is one decision, as an Observer sees it.
+type Event struct {
+	Rule       string
+	Policy     string // the policy that denied, or "" when allowed
+	Key        string // the partition key; fingerprint it before showing it
+	Allowed    bool
+	Shadow     bool          // denied by a shadow rule, so served anyway
+	Reduced    bool          // denied only because of a capacity reduction
+	RetryAfter time.Duration // when denied
+	Latency    time.Duration // time spent in the store
+}
+
+// Observer receives decisions.
+type Observer interface{ Observe(Event) }
+
+// Blocker holds keys refused outright for a while, e.g. after abuse was
+// detected.
+type Blocker interface {
+	// Blocked reports whether rule's key is blocked, and for how long more.
+	Blocked(rule, key string) (retryAfter time.Duration, blocked bool)
+}
+
+// Capacity reports temporary quota reductions.
+type Capacity interface {
+	// Factor returns the share of policy's quota in force (0 < f ≤ 1; 1
+	// when not reduced) and when the reduction ends.
+	Factor(policy string) (factor float64, until time.Time)
 }
 
 // Plan is a named policy set chosen per request, such as a pricing tier.
@@ -195,6 +225,16 @@ type Config struct {
 	// Metrics receives counters and latencies; nil records nothing. See
 	// NewMetrics.
 	Metrics *Metrics
+	// Observer, if set, sees every decision (e.g. abuse detection, top
+	// offenders, a dashboard). It runs in the request path: keep it fast.
+	Observer Observer
+	// Blocker, if set, refuses blocked keys before any limit runs, with 429
+	// and the abnormal-usage-detected problem type (draft-11 §5).
+	Blocker Blocker
+	// Capacity, if set, lowers quotas while a temporary reduction holds;
+	// requests refused only because of it get 503 with the
+	// temporary-reduced-capacity problem type (draft-11 §5).
+	Capacity Capacity
 	// Logger gets one record per rejected request (O1); default
 	// slog.Default().
 	Logger *slog.Logger
@@ -214,6 +254,9 @@ type Middleware struct {
 	warnAt   float64
 	onReject func(http.ResponseWriter, *http.Request, floodgate.Decision)
 	metrics  *Metrics
+	observer Observer
+	blocker  Blocker
+	capacity Capacity
 	logger   *slog.Logger
 	now      func() time.Time
 }
@@ -234,6 +277,9 @@ func New(cfg Config) (*Middleware, error) {
 		warnAt:   cfg.WarnAt,
 		onReject: cfg.OnReject,
 		metrics:  cfg.Metrics,
+		observer: cfg.Observer,
+		blocker:  cfg.Blocker,
+		capacity: cfg.Capacity,
 		logger:   cfg.Logger,
 		now:      cfg.Now,
 	}
@@ -386,6 +432,17 @@ func (m *Middleware) tokenOK(got string) bool {
 // concurrency slot to run after the handler.
 func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim *limits, key string) (release func(), ok bool) {
 	ctx := r.Context()
+	if m.blocker != nil {
+		if ra, blocked := m.blocker.Blocked(ru.name, key); blocked {
+			m.block(w, r, ru, key, ra)
+			return nil, false
+		}
+	}
+	full := lim
+	if m.capacity != nil {
+		lim = m.reduce(ru, lim)
+	}
+	var latency time.Duration
 	var results []floodgate.Result
 	var denied *floodgate.Decision
 
@@ -422,7 +479,8 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 			}
 			cost = c
 		}
-		d, handled := m.take(w, r, ru, lim.requests, key, cost)
+		d, lat, handled := m.take(w, r, ru, lim.requests, key, cost)
+		latency += lat
 		if handled {
 			return release, false
 		}
@@ -438,7 +496,8 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 
 	if denied == nil && lim.bytes != nil {
 		if n := r.ContentLength; n >= 0 {
-			d, handled := m.take(w, r, ru, lim.bytes, key, n)
+			d, lat, handled := m.take(w, r, ru, lim.bytes, key, n)
+			latency += lat
 			if handled {
 				return release, false
 			}
@@ -452,15 +511,27 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 	}
 
 	if denied != nil {
+		reduced := lim != full && reducedOnly(denied, full)
 		m.metrics.decision(ru.name, denied.Policy.Name, "denied")
+		if m.observer != nil {
+			m.observer.Observe(Event{Rule: ru.name, Policy: denied.Policy.Name, Key: key, Shadow: ru.mode == Shadow,
+				Reduced: reduced, RetryAfter: denied.RetryAfter, Latency: latency})
+		}
 		if ru.mode == Shadow {
 			m.metrics.shadowDenied(ru.name, denied.Policy.Name)
 			m.logDenied(ctx, ru, key, denied, slog.LevelInfo, "shadow rate limit exceeded")
 			return release, true
 		}
 		m.setHeaders(w.Header(), lim, results, denied)
-		m.reject(w, r, ru, key, denied)
+		if reduced {
+			m.reducedCapacity(w, r, ru, key, denied)
+		} else {
+			m.reject(w, r, ru, key, denied)
+		}
 		return release, false
+	}
+	if m.observer != nil {
+		m.observer.Observe(Event{Rule: ru.name, Key: key, Allowed: true, Latency: latency})
 	}
 	m.metrics.decision(ru.name, "", "allowed")
 	if ru.mode != Shadow {
@@ -471,53 +542,102 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 
 // take asks l, throttling when the rule says so. handled reports that a
 // response (400/413/503) was already written.
-func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *floodgate.Limiter, key string, cost int64) (d floodgate.Decision, handled bool) {
+func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *floodgate.Limiter, key string, cost int64) (d floodgate.Decision, latency time.Duration, handled bool) {
 	ctx := r.Context()
+	timed := m.metrics != nil || m.observer != nil || ru.mode == Throttle
 	var deadline time.Time
 	for {
 		var start time.Time
-		if m.metrics != nil || ru.mode == Throttle {
+		if timed {
 			start = time.Now()
 		}
 		d, err := l.Take(ctx, key, cost)
-		if m.metrics != nil {
+		if timed {
+			latency += time.Since(start)
 			m.metrics.storeLatency(ru, time.Since(start))
 		}
 		switch {
 		case errors.Is(err, floodgate.ErrCostExceedsQuota):
 			problem(w, http.StatusRequestEntityTooLarge, header.Problem{Title: "Content Too Large", Status: 413, Detail: err.Error()})
-			return d, true
+			return d, latency, true
 		case errors.Is(err, floodgate.ErrInvalidCost):
 			problem(w, http.StatusBadRequest, header.Problem{Title: "Bad Request", Status: 400, Detail: err.Error()})
-			return d, true
+			return d, latency, true
 		case err != nil && ctx.Err() != nil:
-			return d, true // the client left; nobody reads a response
+			return d, latency, true // the client left; nobody reads a response
 		case err != nil:
 			m.metrics.storeError(ru.name)
 			m.unavailable(w, r, ru, err)
-			return d, true
+			return d, latency, true
 		}
 		if d.Degraded {
 			m.metrics.storeError(ru.name)
 		}
 		if d.Allowed || ru.mode != Throttle {
-			return d, false
+			return d, latency, false
 		}
 		if deadline.IsZero() {
 			deadline = start.Add(ru.maxDelay)
 		}
 		if time.Now().Add(d.RetryAfter).After(deadline) {
-			return d, false
+			return d, latency, false
 		}
 		m.metrics.throttled(ru.name)
 		t := time.NewTimer(d.RetryAfter)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return d, true
+			return d, latency, true
 		case <-t.C:
 		}
 	}
+}
+
+// reduce returns lim with every quota scaled by its policy's capacity
+// factor, or lim itself when no reduction holds.
+func (m *Middleware) reduce(ru *rule, lim *limits) *limits {
+	var scaled []floodgate.Policy
+	for i, p := range lim.policies {
+		f, _ := m.capacity.Factor(p.Name)
+		if f >= 1 || f <= 0 {
+			continue
+		}
+		if scaled == nil {
+			scaled = slices.Clone(lim.policies)
+		}
+		scaled[i].Quota = max(1, int64(float64(p.Quota)*f))
+		if p.Burst > 0 {
+			scaled[i].Burst = max(1, int64(float64(p.Burst)*f))
+		}
+	}
+	if scaled == nil {
+		return lim
+	}
+	reduced, err := ru.limitsFor(Plan{Name: "\x00reduced\x00" + lim.policyValue[0], Policies: scaled})
+	if err != nil {
+		m.logger.Error("capacity reduction", slog.String("rule", ru.name), slog.Any("error", err))
+		return lim
+	}
+	return reduced
+}
+
+// reducedOnly reports whether the denying policies would have admitted the
+// request at their full quotas: then the reduction, not the client, is why
+// it was refused.
+func reducedOnly(d *floodgate.Decision, full *limits) bool {
+	for _, r := range d.Results {
+		if r.Allowed {
+			continue
+		}
+		i := slices.IndexFunc(full.policies, func(p floodgate.Policy) bool { return p.Name == r.Policy.Name })
+		if i < 0 {
+			return false
+		}
+		if r.Policy.Capacity() == full.policies[i].Capacity() || r.Remaining+full.policies[i].Capacity()-r.Policy.Capacity() <= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func chain(a, b func()) func() {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -545,4 +546,100 @@ func TestPlans(t *testing.T) {
 	if got := codes("pro-key", 3); fmt.Sprint(got) != "[429 429 429]" || lookups != before {
 		t.Fatalf("guard: %v, lookups %d → %d", got, before, lookups)
 	}
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []httplimit.Event
+}
+
+func (r *recorder) Observe(e httplimit.Event) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() }
+
+type blockList map[string]bool
+
+func (b blockList) Blocked(rule, key string) (time.Duration, bool) { return 90 * time.Second, b[key] }
+
+// halved halves every quota until the time it holds (Unix ns).
+type halved struct{ until atomic.Int64 }
+
+func (h *halved) Factor(policy string) (float64, time.Time) {
+	if until := h.until.Load(); time.Now().UnixNano() < until {
+		return 0.5, time.Unix(0, until)
+	}
+	return 1, time.Time{}
+}
+
+func TestObserverBlockerCapacity(t *testing.T) {
+	rec := &recorder{}
+	reduction := &halved{}
+	srv := serve(t, httplimit.Config{
+		Observer: rec,
+		Blocker:  blockList{"192.0.2.66": true},
+		Capacity: reduction,
+		ClientIP: mustResolver(t),
+		Rules:    []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 4, time.Hour)}}},
+	}, ok)
+
+	// Blocked key: 429 with the abnormal-usage type.
+	resp, err := http.DefaultClient.Do(func() *http.Request {
+		r, _ := http.NewRequest("GET", srv.URL+"/", nil)
+		r.Header.Set("X-Forwarded-For", "192.0.2.66")
+		return r
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p header.Problem
+	json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || p.Type != header.ProblemAbnormalUsageDetected || resp.Header.Get("Retry-After") != "90" {
+		t.Fatalf("blocked: %d %q %q", resp.StatusCode, p.Type, resp.Header.Get("Retry-After"))
+	}
+
+	// Halved to 2: the 3rd request gets 503 temporary-reduced-capacity, and
+	// RateLimit-Policy shows the lowered quota.
+	reduction.until.Store(time.Now().Add(time.Hour).UnixNano())
+	do(t, "GET", srv.URL+"/")
+	do(t, "GET", srv.URL+"/")
+	resp, _ = http.Get(srv.URL + "/")
+	json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || p.Type != header.ProblemTemporaryReducedCapacity || resp.Header.Get("RateLimit-Policy") != `"p";q=2;w=3600` || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("reduced: %d %q %q", resp.StatusCode, p.Type, resp.Header.Get("RateLimit-Policy"))
+	}
+	// Reduction over: the full quota of 4 applies again.
+	reduction.until.Store(0)
+	if resp := do(t, "GET", srv.URL+"/"); resp.StatusCode != 200 || resp.Header.Get("RateLimit-Policy") != `"p";q=4;w=3600` {
+		t.Fatalf("after the reduction: %d %q", resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
+	}
+	if resp := do(t, "GET", srv.URL+"/"); resp.StatusCode != 200 {
+		t.Fatalf("4th: %d", resp.StatusCode)
+	}
+	if resp := do(t, "GET", srv.URL+"/"); resp.StatusCode != 429 {
+		t.Fatalf("5th over the full quota: %d, want 429", resp.StatusCode)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var allowed, denied, reduced int
+	for _, e := range rec.events {
+		switch {
+		case e.Allowed:
+			allowed++
+		case e.Reduced:
+			reduced++
+		default:
+			denied++
+		}
+	}
+	if allowed != 4 || reduced != 1 || denied != 1 {
+		t.Fatalf("observed allowed=%d reduced=%d denied=%d, want 4 1 1", allowed, reduced, denied)
+	}
+}
+
+func mustResolver(t *testing.T) *clientip.Resolver {
+	r, err := clientip.New(clientip.Config{TrustedProxies: []string{"127.0.0.0/8", "::1/128"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

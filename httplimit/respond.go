@@ -137,6 +137,38 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 	problem(w, http.StatusTooManyRequests, header.QuotaExceeded(detail, secs, d.Violated()...))
 }
 
+// block answers a key held by the Blocker: 429 with the
+// abnormal-usage-detected problem type (draft-11 §5).
+func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key string, ra time.Duration) {
+	secs := max(1, ceilSeconds(ra))
+	h := w.Header()
+	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
+	h["Cache-Control"] = []string{"no-store"}
+	m.metrics.decision(ru.name, "", "blocked")
+	m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",
+		slog.String("rule", ru.name), slog.String("key", Fingerprint(key)), slog.Int64("retry_after", secs))
+	problem(w, http.StatusTooManyRequests, header.Problem{
+		Type: header.ProblemAbnormalUsageDetected, Title: "Abnormal Usage Detected", Status: 429,
+		Detail: "requests from this client were blocked after abnormal usage", RetryAfter: secs,
+	})
+}
+
+// reducedCapacity answers a request refused only because quotas are
+// temporarily lowered: 503 with the temporary-reduced-capacity type; the
+// RateLimit-Policy already set shows the lowered quotas (draft-11 §5).
+func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru *rule, key string, d *floodgate.Decision) {
+	secs := retryAfter(d)
+	h := w.Header()
+	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
+	h["Cache-Control"] = []string{"no-store"}
+	m.logDenied(r.Context(), ru, key, d, slog.LevelWarn, "refused under reduced capacity")
+	problem(w, http.StatusServiceUnavailable, header.Problem{
+		Type: header.ProblemTemporaryReducedCapacity, Title: "Temporary Reduced Capacity", Status: 503,
+		Detail:           fmt.Sprintf("capacity temporarily reduced to %d %s per %s", d.Policy.Quota, d.Policy.Unit, formatWindow(d.Policy.Window)),
+		ViolatedPolicies: d.Violated(), RetryAfter: secs,
+	})
+}
+
 // unavailable answers a fail-closed store error: 503, never 429, since the
 // client did nothing wrong (S3).
 func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, ru *rule, err error) {
