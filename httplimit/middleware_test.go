@@ -553,7 +553,11 @@ type recorder struct {
 	events []httplimit.Event
 }
 
-func (r *recorder) Observe(e httplimit.Event) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() }
+func (r *recorder) Observe(e httplimit.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
 
 type blockList map[string]bool
 
