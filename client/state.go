@@ -41,13 +41,14 @@ type origin struct {
 	limits    map[stateKey]*itemState // items carrying r (signals that expire)
 	policies  map[stateKey]Item       // items carrying only q/w (stable, informative)
 	factor    float64                 // AIMD pace factor in (0, 1]
-	next      time.Time               // earliest send time of the next reservation
+	prev      time.Time               // send time of the last reservation
 	blocked   time.Time               // no request before this (Retry-After, exhaustion)
 	needProbe bool                    // the next request goes alone and reads a fresh signal
 	probe     chan struct{}           // non-nil while a probe is in flight; closed when it ends
 	gen       uint64                  // bumped by every cut or block, invalidating reservations
 	seq       uint64                  // reservations made so far
 	lastCause string                  // why the last block or cut happened, for Probe output
+	last      *Signal                 // the last signal observed, for Probe output
 }
 
 func newOrigin(name string) *origin {
@@ -97,6 +98,7 @@ func (o *origin) reserve(tr *Transport, now time.Time, bodyBytes int64, pk []byt
 	if o.needProbe {
 		o.needProbe = false
 		o.probe = make(chan struct{})
+		o.prev = now
 		o.seq++
 		return gateResult{t: &ticket{seq: o.seq, gen: o.gen, probe: true}}
 	}
@@ -151,7 +153,9 @@ func (o *origin) reserve(tr *Transport, now time.Time, bodyBytes int64, pk []byt
 	interval = math.Max(interval, 1/c.rps) / o.factor
 	step := durationOf(interval, c.maxWait)
 
-	slot := o.next
+	// Space from the previous reservation with the interval known now, so
+	// a fresher signal (slower or faster) governs the next request.
+	slot := o.prev.Add(step)
 	if slot.Before(now) {
 		slot = now
 	}
@@ -160,7 +164,7 @@ func (o *origin) reserve(tr *Transport, now time.Time, bodyBytes int64, pk []byt
 		// instead of stalling (the caller can shed or retry later).
 		return gateResult{tooLong: true, reason: "queue longer than max wait"}
 	}
-	o.next = slot.Add(step)
+	o.prev = slot
 	o.seq++
 	t.seq, t.gen, t.within = o.seq, o.gen, fresh
 	for k, cost := range t.costs {
@@ -224,6 +228,7 @@ func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, att
 		o.endProbe(true)
 		o.factor = math.Min(o.factor, c.rampStart)
 	}
+	o.last = s
 	if s.Cached {
 		return // values from a cache describe someone else's past (draft-11 §7)
 	}
@@ -354,12 +359,14 @@ type OriginState struct {
 	// Cause is why the last block happened.
 	Cause    string
 	Policies []PolicyState
+	// Last is the last signal observed, nil before the first response.
+	Last *Signal
 }
 
 func (o *origin) snapshot(tr *Transport) OriginState {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	st := OriginState{Origin: o.name, Factor: o.factor, BlockedUntil: o.blocked, NeedProbe: o.needProbe, Cause: o.lastCause}
+	st := OriginState{Origin: o.name, Factor: o.factor, BlockedUntil: o.blocked, NeedProbe: o.needProbe, Cause: o.lastCause, Last: o.last}
 	interval := 0.0
 	for _, s := range o.limits {
 		st.Policies = append(st.Policies, PolicyState{Item: s.Item, Observed: s.observed, Expires: s.expires, Spent: s.spent})
