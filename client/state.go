@@ -198,7 +198,8 @@ func (o *origin) stale(t *ticket) bool {
 // block stops sending for d plus jitter (clamped to maxWait) and makes
 // the next request a probe. Called with o.mu held.
 func (o *origin) block(tr *Transport, now time.Time, d time.Duration, cause string) {
-	d = min(max(d, 0)+tr.jitter(d), tr.cfg.maxWait)
+	d = min(max(d, 0), tr.cfg.maxWait) // clamp first: d may be near MaxInt64
+	d = min(d+tr.jitter(d), tr.cfg.maxWait)
 	if until := now.Add(d); until.After(o.blocked) {
 		o.blocked = until
 	}
@@ -238,6 +239,12 @@ func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, att
 		k.dup = dups[k]
 		dups[stateKey{policy: it.Policy, pk: string(it.PartitionKey)}]++
 		if it.Outlier != "" {
+			// An exhausted quota with an absurd window still means "not
+			// now": wait the maximum, then probe, rather than stall for the
+			// window or ignore the refusal (draft-11 §7).
+			if it.HasRemaining && it.Remaining == 0 && it.HasWindow && it.EffectiveWindow > int64(c.maxWindow/time.Second) {
+				o.block(tr, now, c.maxWait, "quota exhausted, window beyond the maximum: policy "+strconv.Quote(it.Policy))
+			}
 			continue
 		}
 		if !it.HasRemaining {
@@ -271,7 +278,11 @@ func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, att
 		if t.gen == o.gen || t.probe {
 			o.factor = math.Max(c.minFactor, o.factor*c.decrease)
 		}
-		o.block(tr, now, retryDelay(tr, s, o.factor, attempts), "server refused: "+refusal(s))
+		// Retry-After is a lower bound, not a promise (C5): a zero or past
+		// value still waits the local interval at the reduced factor, so
+		// repeated refusals back off exponentially.
+		d := max(retryDelay(tr, s, o.factor, attempts), durationOf(1/(c.rps*o.factor), c.maxWait))
+		o.block(tr, now, d, "server refused: "+refusal(s))
 	case s.Status == 503 && s.HasRetryAfter:
 		o.block(tr, now, s.RetryDelay, "503 with Retry-After")
 	case s.Status < 500 && !t.probe:
