@@ -230,7 +230,7 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 		return err
 	}
 	denied := false
-	for i := range results {
+	for i := range policies {
 		o := r.out[4*i:]
 		results[i] = floodgate.Result{
 			Allowed:    o[0] == 1,
@@ -364,7 +364,21 @@ func (s *Store) exec(ctx context.Context, batch []*request) {
 		}
 	}
 	for i, g := range groups {
+		if cmds[i].Err() != nil {
+			s.failed()
+		}
 		deliver(g, cmds[i])
+	}
+}
+
+// failed asks a Cluster client to reload its slot map (asynchronously, at
+// most every 200 ms; go-redis coalesces the requests). go-redis reloads it
+// itself on a MOVED answer, but a dead master gives none: calls to it time
+// out while still dialing, and without this the client would keep routing
+// to it after its replica has been promoted.
+func (s *Store) failed() {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
 	}
 }
 
