@@ -1,0 +1,262 @@
+package tier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The functions below implement `floodgate keys add|list|revoke` and
+// `floodgate tiers set|list`; they write human-readable output to w.
+
+// KeysAdd creates an enabled key for tenant on tier, stores its hash and
+// prints the key to w, the only time it is ever shown. It returns the
+// key's hash. Errors: an unknown tier or empty tenant, or the database's.
+func KeysAdd(ctx context.Context, db DB, tenant, tierName string, w io.Writer) (Hash, error) {
+	if tenant == "" {
+		return Hash{}, errors.New("tier: keys add: empty tenant")
+	}
+	key, err := NewKey()
+	if err != nil {
+		return Hash{}, err
+	}
+	h := HashKey(key)
+	_, err = db.Exec(ctx, "INSERT INTO api_keys (key_hash, tenant_id, tier) VALUES ($1, $2, $3)", h[:], tenant, tierName)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation
+		return Hash{}, fmt.Errorf("tier: keys add: no tier %q (create it with `floodgate tiers set`)", tierName)
+	}
+	if err != nil {
+		return Hash{}, fmt.Errorf("tier: keys add: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n\nid:     %s\ntenant: %s\ntier:   %s\n\nThis is the only time the key is shown: only its SHA-256 is stored.\n",
+		key, h.ID(), tenant, tierName)
+	return h, err
+}
+
+// KeysList prints the keys of tenant, or of every tenant when tenant is
+// "", newest first: id, tenant, tier, state and creation time. Keys are
+// never printed, only their IDs.
+func KeysList(ctx context.Context, db DB, tenant string, w io.Writer) error {
+	rows, err := db.Query(ctx, `SELECT key_id, tenant_id, tier, enabled, created_at, revoked_at
+		FROM api_keys WHERE $1 = '' OR tenant_id = $1 ORDER BY created_at DESC, key_id`, tenant)
+	if err != nil {
+		return fmt.Errorf("tier: keys list: %w", err)
+	}
+	defer rows.Close()
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANT\tTIER\tSTATE\tCREATED")
+	for rows.Next() {
+		var (
+			id, ten, tr string
+			enabled     bool
+			created     time.Time
+			revoked     *time.Time
+		)
+		if err := rows.Scan(&id, &ten, &tr, &enabled, &created, &revoked); err != nil {
+			return fmt.Errorf("tier: keys list: %w", err)
+		}
+		state := "enabled"
+		if !enabled {
+			state = "revoked"
+			if revoked != nil {
+				state += " " + revoked.UTC().Format(time.RFC3339)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, ten, tr, state, created.UTC().Format(time.RFC3339))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("tier: keys list: %w", err)
+	}
+	return tw.Flush()
+}
+
+// KeysRevoke disables one key, named by its ID (16 hex digits, as
+// KeysList prints), its full hash (64 hex digits) or the key itself. Caches
+// keep answering for it until their entry expires (CacheOptions.TTL).
+// Errors: no such key, or the database's.
+func KeysRevoke(ctx context.Context, db DB, ref string, w io.Writer) error {
+	var (
+		tag pgconn.CommandTag
+		err error
+	)
+	switch {
+	case strings.HasPrefix(ref, KeyPrefix):
+		h := HashKey(ref)
+		tag, err = db.Exec(ctx, "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE key_hash = $1", h[:])
+	case len(ref) == 64:
+		h, perr := ParseHash(ref)
+		if perr != nil {
+			return perr
+		}
+		tag, err = db.Exec(ctx, "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE key_hash = $1", h[:])
+	case len(ref) == 16:
+		tag, err = db.Exec(ctx, "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE key_id = lower($1)", ref)
+	default:
+		return fmt.Errorf("tier: keys revoke: %q is neither a key ID (16 hex digits), a key hash (64) nor a key (%s…)", ref, KeyPrefix)
+	}
+	if err != nil {
+		return fmt.Errorf("tier: keys revoke: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("tier: keys revoke: no key %q", ref)
+	}
+	_, err = fmt.Fprintf(w, "revoked %s; caches refuse it once their entry expires\n", ref)
+	return err
+}
+
+// TiersSet creates tier name or replaces all of its policies, in one
+// transaction; keys on the tier get the new limits as caches refresh.
+// Errors: floodgate.ErrInvalidPolicy (wrapped) for invalid policies, or
+// the database's.
+func TiersSet(ctx context.Context, db DB, name string, policies []floodgate.Policy, w io.Writer) error {
+	if err := checkTier(name, policies); err != nil {
+		return err
+	}
+	for _, p := range policies {
+		if p.Window%time.Millisecond != 0 {
+			return fmt.Errorf("%w: policy %q: window %v is not whole milliseconds, as tier_policies stores it", floodgate.ErrInvalidPolicy, p.Name, p.Window)
+		}
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("tier: tiers set: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `INSERT INTO tiers (name) VALUES ($1)
+		ON CONFLICT (name) DO UPDATE SET updated_at = now()`, name); err != nil {
+		return fmt.Errorf("tier: tiers set: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM tier_policies WHERE tier = $1", name); err != nil {
+		return fmt.Errorf("tier: tiers set: %w", err)
+	}
+	for i, p := range policies {
+		if _, err := tx.Exec(ctx, `INSERT INTO tier_policies (tier, position, name, algorithm, quota, window_ms, burst, unit)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			name, i, p.Name, p.Algorithm.String(), p.Quota, p.Window.Milliseconds(), p.Burst, p.Unit.String()); err != nil {
+			return fmt.Errorf("tier: tiers set %q: policy %q: %w", name, p.Name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("tier: tiers set: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "tier %s: %s\n", name, FormatPolicies(policies))
+	return err
+}
+
+// TiersList prints every tier with its policies and number of enabled keys.
+func TiersList(ctx context.Context, db DB, w io.Writer) error {
+	rows, err := db.Query(ctx, `SELECT t.name,
+			(SELECT count(*) FROM api_keys k WHERE k.tier = t.name AND k.enabled),
+			p.name, p.algorithm, p.quota, p.window_ms, p.burst, p.unit
+		FROM tiers t LEFT JOIN tier_policies p ON p.tier = t.name
+		ORDER BY t.name, p.position`)
+	if err != nil {
+		return fmt.Errorf("tier: tiers list: %w", err)
+	}
+	defer rows.Close()
+	type row struct {
+		name     string
+		keys     int64
+		policies []floodgate.Policy
+	}
+	var list []*row
+	for rows.Next() {
+		var (
+			name                 string
+			keys                 int64
+			pname, alg, unit     *string
+			quota, window, burst *int64
+		)
+		if err := rows.Scan(&name, &keys, &pname, &alg, &quota, &window, &burst, &unit); err != nil {
+			return fmt.Errorf("tier: tiers list: %w", err)
+		}
+		if len(list) == 0 || list[len(list)-1].name != name {
+			list = append(list, &row{name: name, keys: keys})
+		}
+		if pname != nil {
+			p, err := policyFromRow(*pname, *alg, *quota, *window, *burst, *unit)
+			if err != nil {
+				return fmt.Errorf("tier: tiers list: tier %q: %w", name, err)
+			}
+			list[len(list)-1].policies = append(list[len(list)-1].policies, p)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("tier: tiers list: %w", err)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIER\tKEYS\tPOLICIES")
+	for _, r := range list {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.name, r.keys, FormatPolicies(r.policies))
+	}
+	return tw.Flush()
+}
+
+// ParsePolicy reads a policy from comma-separated key=value pairs, the
+// form `floodgate tiers set --policy` takes:
+//
+//	name=minute,quota=10,window=1m[,algorithm=gcra][,burst=20][,unit=requests]
+//
+// window is a Go duration; algorithm defaults to sliding-window-counter.
+// The result is validated (errors wrap floodgate.ErrInvalidPolicy).
+func ParsePolicy(spec string) (floodgate.Policy, error) {
+	p := floodgate.Policy{Algorithm: floodgate.SlidingWindowCounter}
+	for field := range strings.SplitSeq(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(field), "=")
+		if !ok {
+			return p, fmt.Errorf("%w: %q: want key=value, got %q", floodgate.ErrInvalidPolicy, spec, field)
+		}
+		var err error
+		switch k {
+		case "name":
+			p.Name = v
+		case "quota":
+			p.Quota, err = strconv.ParseInt(v, 10, 64)
+		case "window":
+			p.Window, err = time.ParseDuration(v)
+		case "burst":
+			p.Burst, err = strconv.ParseInt(v, 10, 64)
+		case "algorithm":
+			p.Algorithm, err = floodgate.ParseAlgorithm(v)
+		case "unit":
+			p.Unit, err = floodgate.ParseUnit(v)
+		default:
+			err = fmt.Errorf("unknown key %q (want name, quota, window, burst, algorithm or unit)", k)
+		}
+		if err != nil {
+			return p, fmt.Errorf("%w: %q: %s: %w", floodgate.ErrInvalidPolicy, spec, k, err)
+		}
+	}
+	return p, p.Validate()
+}
+
+// FormatPolicies writes policies as ParsePolicy reads them, separated by
+// "; ", e.g. "name=minute,quota=10,window=1m0s,algorithm=sliding-window-counter".
+func FormatPolicies(ps []floodgate.Policy) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "name=%s,quota=%d,window=%s,algorithm=%s", p.Name, p.Quota, p.Window, p.Algorithm)
+		if p.Burst > 0 {
+			fmt.Fprintf(&b, ",burst=%d", p.Burst)
+		}
+		if p.Unit != floodgate.Requests {
+			fmt.Fprintf(&b, ",unit=%s", p.Unit)
+		}
+	}
+	if len(ps) == 0 {
+		return "(none)"
+	}
+	return b.String()
+}
