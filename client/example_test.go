@@ -1,0 +1,50 @@
+package client_test
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/floodgate/floodgate/client"
+)
+
+// The draft's warning case: r/t suggests 1000 requests per second, the
+// policy 10. The client follows the policy, and its own cap below that.
+func ExampleExtract() {
+	h := http.Header{}
+	h.Set("RateLimit-Policy", `"hour";q=10000;w=1000`)
+	h.Set("RateLimit", `"hour";r=10000;t=10`)
+	s := client.Extract(h, 200, time.Now(), client.ExtractOptions{})
+	for _, it := range s.Items {
+		pace, _ := it.Pace(client.DefaultMaxWindow)
+		fmt.Printf("%s: q=%d w=%d r=%d t=%d -> %.0f requests/s\n", it.Policy, it.Quota, it.Window, it.Remaining, it.EffectiveWindow, pace)
+	}
+	// Output: hour: q=10000 w=1000 r=10000 t=10 -> 10 requests/s
+}
+
+func ExampleNew() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("RateLimit-Policy", `"minute";q=60;w=60`)
+		w.Header().Set("RateLimit", `"minute";r=30;t=60`)
+	}))
+	defer srv.Close()
+
+	c := client.New(
+		client.WithRate(5, 1),     // never more than 5 requests/s, whatever the server says
+		client.WithConcurrency(2), // at most 2 in flight
+		client.WithMaxWait(time.Minute),
+		client.WithAttemptHeader("Floodgate-Attempt"),
+		client.WithLogger(slog.New(slog.DiscardHandler)),
+	)
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	st, _ := c.Transport.(*client.Transport).State(srv.URL)
+	fmt.Println(resp.StatusCode, "next request in", st.Interval)
+	// Output: 200 next request in 2s
+}
