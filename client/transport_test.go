@@ -286,8 +286,7 @@ func TestCircuitBreaker(t *testing.T) {
 	if !errors.Is(err, ErrCircuitOpen) || calls.Load() != 3 {
 		t.Fatalf("err %v after %d calls, want ErrCircuitOpen after 3", err, calls.Load())
 	}
-	// 429s are rate signals, not failures: another origin's breaker and
-	// this one's half-open trial are unaffected by them.
+	// After OpenFor the half-open breaker lets one trial through.
 	time.Sleep(60 * time.Millisecond)
 	if resp := get(t, hc, "http://a.example/"); resp.StatusCode != 500 || calls.Load() != 4 {
 		t.Fatalf("half-open trial: status %d calls %d", resp.StatusCode, calls.Load())
