@@ -78,8 +78,8 @@ type Cache struct {
 	group  singleflight.Group
 
 	misses, queries, failures, outages, stale atomic.Uint64
-	down                                       atomic.Bool
-	retryAt                                    atomic.Int64 // Unix ns of the next probe while down
+	down                                      atomic.Bool
+	retryAt                                   atomic.Int64 // Unix ns of the next probe while down
 
 	mu        sync.Mutex // orders the outage log records
 	downSince time.Time
