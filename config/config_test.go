@@ -1,0 +1,256 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+)
+
+func TestLoadReportsEveryError(t *testing.T) {
+	_, err := Load("testdata/bad.yaml")
+	var errs Errors
+	if !errors.As(err, &errs) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Load = %v, want Errors wrapping ErrInvalid", err)
+	}
+	want := []string{
+		`testdata/bad.yaml:3: gateway.upstream: want an http:// or https:// URL with a host, or "demo"; got "ftp://example.com"`,
+		`testdata/bad.yaml:4: gateway.timout: unknown field (did you mean "timeout"?) (known: listen, upstream, timeout, flush_interval)`,
+		`testdata/bad.yaml:9: store.redis.timeout: bad duration "fast" (want e.g. "500ms", "30s", "1m", "1h" or "1d")`,
+		`testdata/bad.yaml:18: policies.api.burst: must not be negative, got -1`,
+		`testdata/bad.yaml:23: policies.weird.burst: applies to token-bucket and gcra only, not sliding-window-counter (use a second, shorter policy for a burst limit)`,
+		`testdata/bad.yaml:25: policies.zero.quota: must be positive, got 0`,
+		`testdata/bad.yaml:29: rules[0].policies[0]: unknown policy "logn" (did you mean "login"?) (defined: api, login, weird, zero)`,
+		`testdata/bad.yaml:32: rules[1].key: unknown key part "{nope}" (want {ip}, {route}, {method}, {host}, {header:Name}, {api_key}, {user} or {tenant})`,
+		`testdata/bad.yaml:34: rules[1].cost: cost 50 can never pass policy "login", which admits at most 5 at once`,
+		`testdata/bad.yaml:35: rules[2].match: pattern "GET bad": path must start with /`,
+		`testdata/bad.yaml:35: rules[2].max_delay: throttle mode needs a positive max_delay, e.g. 2s`,
+	}
+	got := strings.Split(err.Error(), "\n")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%s\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+	if len(errs) != len(want) || errs[0].Line != 3 || errs[0].Field != "gateway.upstream" || errs[0].File != "testdata/bad.yaml" {
+		t.Errorf("first error = %+v", errs[0])
+	}
+}
+
+func TestLoadGoodFillsDefaults(t *testing.T) {
+	t.Setenv("FG_TEST_TOKEN", "s3cret")
+	c, err := Load("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admin.Token != "s3cret" || c.Admin.Listen != Off {
+		t.Errorf("admin = %+v", c.Admin)
+	}
+	if got := c.Bypass.Tokens; len(got) != 1 || got[0] != "letmein" {
+		t.Errorf("bypass tokens = %q, want the ${:-} default", got)
+	}
+	if c.Gateway.Timeout.D() != 30*time.Second || c.API.MaxCost != 500 || c.API.MaxBatch != 100 || c.API.MaxKeyLength != 1024 {
+		t.Errorf("defaults: gateway %+v api %+v", c.Gateway, c.API)
+	}
+	if c.Store.Type != "memory" || c.Store.FailureMode != "fail-closed" || c.Store.Memory.MaxKeys != DefaultMemoryMaxKeys {
+		t.Errorf("store = %+v", c.Store)
+	}
+	if c.ShutdownTimeout.D() != 10*time.Second || c.Headers.Style != "both" || c.Headers.WarnAt != 0.9 {
+		t.Errorf("shutdown %v headers %+v", c.ShutdownTimeout.D(), c.Headers)
+	}
+	api, _ := c.Policy("api")
+	want := floodgate.Policy{Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute, Burst: 5}
+	if api != want {
+		t.Errorf("api policy = %+v, want %+v", api, want)
+	}
+	login, _ := c.Policy("login")
+	if login.Algorithm != floodgate.SlidingWindowCounter {
+		t.Errorf("default algorithm = %v", login.Algorithm)
+	}
+	daily, _ := c.Policy("daily")
+	if daily.Window != 24*time.Hour {
+		t.Errorf("1d = %v", daily.Window)
+	}
+	if len(c.Rules) != 3 || !c.Rules[0].Skip || c.Rules[1].Name != "login" || c.Rules[1].Cost != 1 || c.Rules[2].Cost != 2 {
+		t.Fatalf("rules = %+v", c.Rules)
+	}
+	if c.Rules[0].Name != "GET /healthz" {
+		t.Errorf("unnamed rule's name = %q, want its pattern", c.Rules[0].Name)
+	}
+	if got := c.RulePolicies(2); len(got) != 2 || got[0].Name != "api" || got[1].Name != "daily" {
+		t.Errorf("RulePolicies(2) = %+v", got)
+	}
+	if c.FailureMode(1) != floodgate.FailClosed || c.FailureMode(2) != floodgate.FailOpen {
+		t.Errorf("failure modes %v %v", c.FailureMode(1), c.FailureMode(2))
+	}
+}
+
+func TestQuickstartIsValid(t *testing.T) {
+	c, err := Load("../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Gateway.Upstream != Demo {
+		t.Errorf("quickstart upstream = %q", c.Gateway.Upstream)
+	}
+	login, _ := c.Policy("login")
+	if login.Quota != 5 || login.Window != time.Minute {
+		t.Errorf("login = %+v, README's curl loop counts on 5/min", login)
+	}
+}
+
+func parseErr(t *testing.T, yaml string) string {
+	t.Helper()
+	_, err := Parse("f.yaml", []byte(yaml))
+	if err == nil {
+		t.Fatalf("Parse(%q) succeeded", yaml)
+	}
+	return err.Error()
+}
+
+const minimal = "api: {listen: ':0'}\n"
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"syntax", "api:\n  listen: [\n", "f.yaml:2: did not find expected node content"},
+		{"no face", "admin: {listen: ':1'}\n", "f.yaml: no face is switched on: configure at least one of gateway, api and forward_auth"},
+		{"unset env", minimal + "admin: {token: '${FG_SURELY_UNSET}'}\n", "f.yaml:2: admin.token: environment variable FG_SURELY_UNSET is not set (write ${FG_SURELY_UNSET:-default} for a fallback)"},
+		{"two docs", minimal + "---\n" + minimal, "f.yaml:2: more than one YAML document; a configuration is one document"},
+		{"wrong type", "api: [1, 2]\n", "f.yaml:1: api: want a mapping of fields, got a list"},
+		{"bad int", minimal + "policies: {a: {quota: many, window: 1s}}\n", `f.yaml:2: policies.a.quota: want a whole number, got "many"`},
+		{"missing window", minimal + "policies:\n  a:\n    quota: 3\n", "f.yaml:3: policies.a: window is required, e.g. window: 1m"},
+		{"duplicate field", "api:\n  listen: ':1'\n  listen: ':2'\n", "f.yaml:3: api.listen: field given twice"},
+		{"gateway shares", "gateway: {listen: ':8080', upstream: demo}\napi: {listen: ':8080'}\n", `f.yaml:2: api.listen: :8080 is also gateway.listen's address; the gateway needs a listener of its own`},
+		{"forward auth untrusted", "forward_auth: {listen: ':1'}\n", "f.yaml:1: forward_auth: forward-auth answers only trusted proxies: list your proxy's address in trusted_proxies"},
+		{"redis two sources", "api: {listen: ':1'}\nstore:\n  type: redis\n  redis:\n    url: redis://a:1\n    cluster: ['b:2']\n", "f.yaml:4: store.redis: give exactly one of url, cluster and sentinel (found 2)"},
+		{"bad proxy", minimal + "trusted_proxies: [10.0.0.0/33]\n", `f.yaml:2: trusted_proxies[0]: bad address or CIDR "10.0.0.0/33"`},
+		{"impossible policy", minimal + "policies: {huge: {algorithm: gcra, quota: 9007199254740993, window: 1h}}\n", `f.yaml:2: policies.huge: policy "huge": capacity 9007199254740993 × window 1h0m0s exceeds 2^53 µs·units, beyond exact arithmetic; use a shorter window or the fixed-window algorithm`},
+		{"bad name", minimal + "policies: {'a b': {quota: 1, window: 1s}}\n", "f.yaml:2: policies.a b: bad policy name: use 1–64 letters, digits, '_', '-' or '.'"},
+		{"alias list", minimal + "skip: &a [*a]\n", "f.yaml:2: skip[0]: want a single value, got a list"},
+		{"dup rule name", minimal + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {name: x, match: /a, policies: a}\n  - {name: x, match: /b, policies: a}\n", `f.yaml:5: rules[1].name: rule name "x" is also rules[0]'s; names must be unique (they label metrics and the decision API)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := parseErr(t, tc.yaml); got != tc.want {
+				t.Errorf("error:\n %s\nwant:\n %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExpandEnv(t *testing.T) {
+	t.Setenv("FG_A", "alpha")
+	t.Setenv("FG_EMPTY", "")
+	for in, want := range map[string]string{
+		"plain":               "plain",
+		"${FG_A}":             "alpha",
+		"x-${FG_A}-y":         "x-alpha-y",
+		"${FG_EMPTY}":         "",
+		"${FG_EMPTY:-dflt}":   "dflt",
+		"${FG_UNSET_X:-d}":    "d",
+		"$$FG_A and $$":       "$FG_A and $",
+		"cost $5":             "cost $5",
+		"${FG_A}${FG_A}":      "alphaalpha",
+		"${FG_UNSET_X:-a:-b}": "a:-b",
+	} {
+		got, err := expandEnv(in)
+		if err != nil || got != want {
+			t.Errorf("expandEnv(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"${FG_UNSET_X}", "${", "${1BAD}", "${}"} {
+		if _, err := expandEnv(in); err == nil {
+			t.Errorf("expandEnv(%q) succeeded", in)
+		}
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	got, err := ParseKey("{ip}|{route}|{header:x-region}|{api_key}|{api_key:authorization}|{user}|{tenant}|{method}|{host}|v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []KeyPart{{KeyIP, ""}, {KeyRoute, ""}, {KeyHeader, "X-Region"}, {KeyAPIKey, ""}, {KeyAPIKey, "Authorization"}, {KeyUser, ""}, {KeyTenant, ""}, {KeyMethod, ""}, {KeyHost, ""}, {KeyLiteral, "v1"}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("part %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, bad := range []string{"", "{ip}||{route}", "{ip}{route}", "{header}", "{header:}", "{ip:x}", "a{b", "{unknown}", "{header:bad name}"} {
+		if _, err := ParseKey(bad); err == nil {
+			t.Errorf("ParseKey(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v", err)
+	}
+}
+
+func TestAliasesAndScalarsAsLists(t *testing.T) {
+	c, err := Parse("f.yaml", []byte(`
+api: {listen: ':0'}
+policies:
+  base: &b {quota: 10, window: 10s}
+  copy: *b
+rules:
+  - {match: /x, policies: copy}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.Policy("copy"); p.Quota != 10 || p.Window != 10*time.Second {
+		t.Errorf("alias policy = %+v", p)
+	}
+	if c.Rules[0].Policies[0] != "copy" {
+		t.Errorf("scalar list = %q", c.Rules[0].Policies)
+	}
+}
+
+// FuzzLoad feeds arbitrary files to the loader: it must never panic, and a
+// file it accepts must yield policies that floodgate accepts too.
+func FuzzLoad(f *testing.F) {
+	for _, name := range []string{"testdata/good.yaml", "testdata/bad.yaml", "../examples/quickstart.yaml"} {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(minimal + "policies: {a: &x {quota: 1, window: 1s}, b: *x}\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte(minimal + "skip: &a [*a, *a, *a]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) == 0 {
+				t.Fatalf("error is not a non-empty Errors: %v", err)
+			}
+			return
+		}
+		for _, p := range c.AllPolicies() {
+			if err := p.Validate(); err != nil {
+				t.Fatalf("accepted policy fails validation: %v", err)
+			}
+		}
+		for i, r := range c.Rules {
+			if r.Skip {
+				continue
+			}
+			if _, err := ParseKey(r.Key); err != nil {
+				t.Fatalf("accepted rule %d has bad key: %v", i, err)
+			}
+			for _, p := range c.RulePolicies(i) {
+				if p.Name == "" {
+					t.Fatalf("rule %d names a policy that was not compiled", i)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,114 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ErrInvalid is wrapped by every Errors value, so callers can test
+// errors.Is(err, config.ErrInvalid) without unpacking the list.
+var ErrInvalid = errors.New("config: invalid")
+
+// MaxFileSize is the largest configuration file Load reads (1 MiB).
+const MaxFileSize = 1 << 20
+
+// Error is one problem in a configuration file.
+type Error struct {
+	File  string // as given to Load or Parse
+	Line  int    // 1-based; 0 when the problem has no single place
+	Field string // dotted path such as "rules[2].policies[0]"; "" for the file
+	Msg   string
+}
+
+// Error formats as "file:line: field: message".
+func (e Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":")
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in one file, in line order.
+type Errors []Error
+
+// Error lists the problems one per line.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
+func (es Errors) Unwrap() error { return ErrInvalid }
+
+// Load reads, parses and validates the file at path. A read failure is
+// returned as it is; every problem in the content is returned at once as
+// Errors.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, Errors{{File: path, Msg: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}}
+	}
+	return Parse(path, data)
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// Parse parses and validates data, naming it file in errors. It returns
+// Errors for any problem.
+func Parse(file string, data []byte) (*Config, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil && err != io.EOF {
+		e := Error{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			e.Line, _ = strconv.Atoi(m[1])
+			e.Msg = m[2]
+		}
+		return nil, Errors{e}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, Errors{{File: file, Line: extra.Line, Msg: "more than one YAML document; a configuration is one document"}}
+	}
+	d := &decoder{file: file, lines: map[string]int{}}
+	cfg := &Config{File: file}
+	if root.Kind != 0 {
+		d.decode(&root, reflectValue(cfg), "")
+	}
+	v := validator{decoder: d, cfg: cfg}
+	v.validate()
+	if len(d.errs) > 0 {
+		sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
+		return nil, d.errs
+	}
+	return cfg, nil
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the daemon's own collectors, next to the middleware's.
+type metrics struct {
+	checks         *prometheus.CounterVec
+	auth           *prometheus.CounterVec
+	reloads        *prometheus.CounterVec
+	lastReload     prometheus.Gauge
+	upstreamErrors *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_api_checks_total", Help: "Decision API checks by outcome (allowed, denied, error).",
+		}, []string{"outcome"}),
+		auth: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_forward_auth_total", Help: "Forward-auth answers by outcome (allowed, denied, untrusted, bad_request, error).",
+		}, []string{"outcome"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_config_reloads_total", Help: "Configuration reloads by result (ok, error).",
+		}, []string{"result"}),
+		lastReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "floodgate_config_last_reload_success_timestamp_seconds", Help: "When a configuration was last applied (Unix seconds).",
+		}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_upstream_errors_total", Help: "Gateway requests the upstream failed, by kind (unreachable, timeout).",
+		}, []string{"kind"}),
+	}
+	for _, c := range []prometheus.Collector{m.checks, m.auth, m.reloads, m.lastReload, m.upstreamErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.lastReload.SetToCurrentTime()
+	return m, nil
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	if st.cfg.Admin.Token != "" && !s.authorized(w, r, st) {
+		return
+	}
+	promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+// handleReadyz answers 200 when the store answers within a second, so a
+// load balancer sends traffic only to replicas that can decide.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if s.ping != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := s.ping(ctx); err != nil {
+			s.logger.Warn("readiness: store unreachable", "error", err)
+			writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "the rate-limit store does not answer")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+}
+
+// handleReload reloads the configuration file, as SIGHUP does; it needs
+// the admin token.
+func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r, s.state.Load()) {
+		return
+	}
+	if err := s.Reload(); err != nil {
+		writeProblem(w, http.StatusUnprocessableEntity, "Configuration Rejected", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"reloaded":true}`))
+}

@@ -1,0 +1,437 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/httplimit"
+)
+
+// CheckRequest is one check of POST /v1/check.
+type CheckRequest struct {
+	// Key is the partition key, e.g. a user ID or "203.0.113.7|POST /login";
+	// required. The same key and policy share counters with the gateway and
+	// forward-auth.
+	Key string `json:"key"`
+	// Rule names a configured rule whose policies apply; or give Policies.
+	Rule string `json:"rule,omitempty"`
+	// Policies names configured policies that all apply.
+	Policies []string `json:"policies,omitempty"`
+	// Cost is the units to spend; default 1, at most api.max_cost and each
+	// policy's capacity.
+	Cost *int64 `json:"cost,omitempty"`
+}
+
+// checkError is a check the API refuses: status and a detail for the
+// problem body.
+type checkError struct {
+	status int
+	detail string
+}
+
+func (e *checkError) Error() string { return e.detail }
+
+func badRequest(format string, args ...any) *checkError {
+	return &checkError{status: http.StatusBadRequest, detail: fmt.Sprintf(format, args...)}
+}
+
+const maxBody = 1 << 20
+
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "Content Too Large", fmt.Sprintf("the body is larger than %d bytes", maxBody))
+			return
+		}
+		writeProblem(w, http.StatusBadRequest, "Bad Request", "reading the body: "+err.Error())
+		return
+	}
+	body = bytes.TrimLeft(body, " \t\r\n")
+	if len(body) > 0 && body[0] == '[' {
+		s.checkBatch(w, r.Context(), st, body)
+		return
+	}
+	var req CheckRequest
+	if err := decodeStrict(body, &req); err != nil {
+		s.m.checks.WithLabelValues("error").Inc()
+		writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	ls, d, cerr := s.check(r.Context(), st, &req)
+	if cerr != nil {
+		s.m.checks.WithLabelValues("error").Inc()
+		if cerr.status == http.StatusServiceUnavailable {
+			w.Header().Set(header.FieldRetryAfter, "1")
+		}
+		writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
+		return
+	}
+	s.countCheck(d)
+	st.setHeaders(w.Header(), ls, d, time.Now())
+	writeJSON(w, http.StatusOK, appendDecision(make([]byte, 0, 512), req.Key, d))
+}
+
+func (s *Server) countCheck(d floodgate.Decision) {
+	if d.Allowed {
+		s.m.checks.WithLabelValues("allowed").Inc()
+	} else {
+		s.m.checks.WithLabelValues("denied").Inc()
+	}
+}
+
+// checkBatch answers an array of checks with an array of decisions, each
+// in place of its check; a refused check gets {"error": problem} instead.
+func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *state, body []byte) {
+	var reqs []CheckRequest
+	if err := decodeStrict(body, &reqs); err != nil {
+		writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	if max := st.cfg.API.MaxBatch; len(reqs) > max {
+		writeProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("a batch holds at most %d checks (api.max_batch), got %d", max, len(reqs)))
+		return
+	}
+	if len(reqs) == 0 {
+		writeProblem(w, http.StatusBadRequest, "Bad Request", "empty batch")
+		return
+	}
+	type answer struct {
+		d   floodgate.Decision
+		err *checkError
+	}
+	answers := make([]answer, len(reqs))
+	// Concurrent checks let a shared store batch them into one round trip.
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, answers[i].d, answers[i].err = s.check(ctx, st, &reqs[i])
+		}()
+	}
+	wg.Wait()
+	b := make([]byte, 0, 256*len(reqs))
+	b = append(b, '[')
+	for i, a := range answers {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if a.err != nil {
+			s.m.checks.WithLabelValues("error").Inc()
+			p, _ := json.Marshal(header.Problem{Title: http.StatusText(a.err.status), Status: a.err.status, Detail: a.err.detail})
+			b = append(b, `{"error":`...)
+			b = append(b, p...)
+			b = append(b, '}')
+			continue
+		}
+		s.countCheck(a.d)
+		b = appendDecision(b, reqs[i].Key, a.d)
+	}
+	b = append(b, ']')
+	writeJSON(w, http.StatusOK, b)
+}
+
+// check validates one request and takes its cost.
+func (s *Server) check(ctx context.Context, st *state, req *CheckRequest) (*limiterSet, floodgate.Decision, *checkError) {
+	api := st.cfg.API
+	if err := checkKey(req.Key, api.MaxKeyLength); err != nil {
+		return nil, floodgate.Decision{}, err
+	}
+	cost := int64(1)
+	if req.Cost != nil {
+		cost = *req.Cost
+	}
+	if cost < 1 || cost > api.MaxCost {
+		return nil, floodgate.Decision{}, badRequest("cost must be within 1..%d (api.max_cost), got %d; peek with GET /v1/limits/{key}", api.MaxCost, cost)
+	}
+	ls, cerr := s.selectSet(st, req.Rule, req.Policies)
+	if cerr != nil {
+		return nil, floodgate.Decision{}, cerr
+	}
+	d, err := ls.l.Take(ctx, req.Key, cost)
+	return ls, d, takeError(err)
+}
+
+func takeError(err error) *checkError {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, floodgate.ErrCostExceedsQuota), errors.Is(err, floodgate.ErrInvalidCost):
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "floodgate: "))
+	case errors.Is(err, floodgate.ErrStoreUnavailable):
+		return &checkError{status: http.StatusServiceUnavailable, detail: "the rate-limit store is unavailable (fail-closed)"}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &checkError{status: http.StatusServiceUnavailable, detail: "the check was cancelled"}
+	}
+	return &checkError{status: http.StatusInternalServerError, detail: err.Error()}
+}
+
+func checkKey(key string, maxLen int) *checkError {
+	switch {
+	case key == "":
+		return badRequest("key is required: the partition key to count under, e.g. a user ID")
+	case len(key) > maxLen:
+		return badRequest("key is %d bytes long, at most %d allowed (api.max_key_length)", len(key), maxLen)
+	case !utf8.ValidString(key):
+		return badRequest("key is not valid UTF-8")
+	}
+	return nil
+}
+
+// selectSet finds the limiter for a rule name or a list of policy names
+// (exactly one of them).
+func (s *Server) selectSet(st *state, rule string, policies []string) (*limiterSet, *checkError) {
+	switch {
+	case rule != "" && len(policies) > 0:
+		return nil, badRequest("give rule or policies, not both")
+	case rule != "":
+		ls, ok := st.rules[rule]
+		if !ok {
+			names := make([]string, 0, len(st.rules))
+			for n := range st.rules {
+				names = append(names, n)
+			}
+			slicesSort(names)
+			return nil, badRequest("unknown rule %q (rules with rate policies: %s)", rule, strings.Join(names, ", "))
+		}
+		return ls, nil
+	case len(policies) > 0:
+		ls, err := s.set(st, policies)
+		if err != nil {
+			return nil, badRequest("%v", err)
+		}
+		return ls, nil
+	}
+	return nil, badRequest("give rule (a configured rule's name) or policies (a list of policy names)")
+}
+
+// selectFromQuery reads ?rule= or ?policies=a,b; neither means every
+// policy.
+func (s *Server) selectFromQuery(st *state, r *http.Request) (*limiterSet, *checkError) {
+	q := r.URL.Query()
+	rule := q.Get("rule")
+	var policies []string
+	if p := q.Get("policies"); p != "" {
+		policies = strings.Split(p, ",")
+	}
+	if rule == "" && policies == nil {
+		if st.all == nil {
+			return nil, badRequest("no rate policies are configured")
+		}
+		return st.all, nil
+	}
+	return s.selectSet(st, rule, policies)
+}
+
+func (s *Server) handlePeek(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	key := r.PathValue("key")
+	if cerr := checkKey(key, st.cfg.API.MaxKeyLength); cerr != nil {
+		writeProblem(w, cerr.status, "Bad Request", cerr.detail)
+		return
+	}
+	ls, cerr := s.selectFromQuery(st, r)
+	if cerr == nil {
+		var d floodgate.Decision
+		var err error
+		d, err = ls.l.Take(r.Context(), key, 0)
+		if cerr = takeError(err); cerr == nil {
+			st.setHeaders(w.Header(), ls, d, time.Now())
+			w.Header().Del(header.FieldRetryAfter) // a peek spends nothing and asks no wait
+			writeJSON(w, http.StatusOK, appendDecision(make([]byte, 0, 512), key, d))
+			return
+		}
+	}
+	writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	if !s.authorized(w, r, st) {
+		return
+	}
+	key := r.PathValue("key")
+	if cerr := checkKey(key, st.cfg.API.MaxKeyLength); cerr != nil {
+		writeProblem(w, cerr.status, "Bad Request", cerr.detail)
+		return
+	}
+	ls, cerr := s.selectFromQuery(st, r)
+	if cerr != nil {
+		writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
+		return
+	}
+	if err := ls.l.Reset(r.Context(), key); err != nil {
+		s.logger.Error("reset failed", "error", err)
+		writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "the rate-limit store is unavailable")
+		return
+	}
+	s.logger.Info("limits reset", "key_fingerprint", httplimit.Fingerprint(key), "policies", strings.Join(ls.names, ","))
+	b := append([]byte(`{"reset":true,"key":`), appendString(nil, key)...)
+	b = append(b, `,"policies":`...)
+	names, _ := json.Marshal(ls.names)
+	b = append(b, names...)
+	writeJSON(w, http.StatusOK, append(b, '}'))
+}
+
+// authorized checks the admin token; without a configured token the
+// guarded endpoints are refused outright rather than left open.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request, st *state) bool {
+	token := st.cfg.Admin.Token
+	if token == "" {
+		writeProblem(w, http.StatusForbidden, "Forbidden", "this endpoint needs admin.token in the configuration")
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate"`)
+		writeProblem(w, http.StatusUnauthorized, "Unauthorized", "send the admin token as Authorization: Bearer <token>")
+		return false
+	}
+	return true
+}
+
+// decodeStrict decodes one JSON value, refusing unknown fields and
+// trailing data, with messages that say where the problem is.
+func decodeStrict(body []byte, v any) error {
+	if len(body) == 0 {
+		return errors.New("empty body: send a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return fmt.Errorf("body is not valid JSON at byte %d: %v", syn.Offset, err)
+		case errors.As(err, &typ):
+			return fmt.Errorf("field %q: want %s, got a JSON %s", typ.Field, typeName(typ.Type.String()), typ.Value)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return errors.New("body is not valid JSON: it ends too early")
+		}
+		return fmt.Errorf("body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return errors.New("body has more than one JSON value")
+	}
+	return nil
+}
+
+func typeName(t string) string {
+	switch t {
+	case "*int64", "int64":
+		return "a whole number"
+	case "string":
+		return "a string"
+	case "[]string":
+		return "a list of strings"
+	}
+	return t
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// appendDecision writes a decision as JSON by hand: the check endpoint is
+// the hot path, and reflection-based encoding was a large share of it.
+//
+//	{"allowed":true,"key":"k","policy":"api","limit":100,"remaining":99,
+//	 "reset":1,"retry_after":0,"degraded":false,"results":[{"policy":"api",
+//	 "allowed":true,"limit":100,"window":60,"unit":"requests",
+//	 "remaining":99,"reset":1,"retry_after":0}]}
+//
+// reset is t of the RateLimit field (seconds), retry_after the Retry-After
+// seconds (0 when allowed), window the policy's w (seconds).
+func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
+	rep := floodgate.Result{Policy: d.Policy, Allowed: d.Allowed, Remaining: d.Remaining, ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter}
+	if len(d.Results) > 0 {
+		rep = reported(d)
+	}
+	var retry int64
+	if !d.Allowed {
+		retry = retryAfterSeconds(d)
+	}
+	b = append(b, `{"allowed":`...)
+	b = strconv.AppendBool(b, d.Allowed)
+	b = append(b, `,"key":`...)
+	b = appendString(b, key)
+	b = append(b, `,"policy":`...)
+	b = appendString(b, rep.Policy.Name)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, rep.Policy.Quota, 10)
+	b = append(b, `,"remaining":`...)
+	b = strconv.AppendInt(b, rep.Remaining, 10)
+	b = append(b, `,"reset":`...)
+	b = strconv.AppendInt(b, effectiveWindow(rep), 10)
+	b = append(b, `,"retry_after":`...)
+	b = strconv.AppendInt(b, retry, 10)
+	b = append(b, `,"degraded":`...)
+	b = strconv.AppendBool(b, d.Degraded)
+	b = append(b, `,"results":[`...)
+	for i, r := range d.Results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"policy":`...)
+		b = appendString(b, r.Policy.Name)
+		b = append(b, `,"allowed":`...)
+		b = strconv.AppendBool(b, r.Allowed)
+		b = append(b, `,"limit":`...)
+		b = strconv.AppendInt(b, r.Policy.Quota, 10)
+		b = append(b, `,"window":`...)
+		b = strconv.AppendInt(b, max(1, ceilSeconds(r.Policy.Window)), 10)
+		b = append(b, `,"unit":"`...)
+		b = append(b, r.Policy.Unit.String()...)
+		b = append(b, `","remaining":`...)
+		b = strconv.AppendInt(b, r.Remaining, 10)
+		b = append(b, `,"reset":`...)
+		b = strconv.AppendInt(b, effectiveWindow(r), 10)
+		b = append(b, `,"retry_after":`...)
+		var ra int64
+		if !r.Allowed {
+			ra = max(1, ceilSeconds(r.RetryAfter))
+		}
+		b = strconv.AppendInt(b, ra, 10)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// appendString writes s as a JSON string; s is valid UTF-8 (checkKey).
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// handleAuth answers a forward-auth subrequest: it rebuilds the original
+// request from the proxy's X-Original-* / X-Forwarded-* headers, runs the
+// rules on it and answers 200 or, when limited, 429 with the rate-limit
+// fields for the proxy to pass on. In nginx mode a limited request gets
+// 403 instead, since auth_request treats any status but 2xx, 401 and 403
+// as an error; the nginx configuration maps that 403 back to a 429
+// (examples/nginx/).
+//
+// Only trusted proxies are answered: from anyone else those headers are
+// the client's own words, and the client would pick its own key (K2).
+func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request, nginx bool) {
+	st := s.state.Load()
+	peer, ok := peerAddr(r.RemoteAddr)
+	if !ok || !st.resolver.Trusted(peer) {
+		status := http.StatusForbidden
+		if nginx {
+			status = http.StatusInternalServerError // 403 means "limited" to our nginx setup
+		}
+		s.m.auth.WithLabelValues("untrusted").Inc()
+		s.logger.Warn("forward-auth call from an untrusted peer", "peer", r.RemoteAddr)
+		writeProblem(w, status, http.StatusText(status), "forward-auth answers trusted proxies only; add this proxy to trusted_proxies")
+		return
+	}
+	orig, err := originalRequest(r)
+	if err != nil {
+		s.m.auth.WithLabelValues("bad_request").Inc()
+		writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return
+	}
+	rec := &authWriter{ResponseWriter: w, nginx: nginx}
+	st.auth.ServeHTTP(rec, orig)
+	switch {
+	case rec.status == http.StatusOK:
+		s.m.auth.WithLabelValues("allowed").Inc()
+	case rec.status == http.StatusTooManyRequests:
+		s.m.auth.WithLabelValues("denied").Inc()
+	default:
+		s.m.auth.WithLabelValues("error").Inc()
+	}
+}
+
+// originalRequest is the request the proxy is asking about. The method
+// comes from X-Original-Method (nginx) or X-Forwarded-Method (Traefik,
+// Caddy), the URI from X-Original-URI or X-Forwarded-Uri, the host from
+// X-Forwarded-Host; the client address is left to the trusted-proxy
+// resolver, which reads X-Forwarded-For (or the configured headers).
+func originalRequest(r *http.Request) (*http.Request, error) {
+	h := r.Header
+	method := first(h, "X-Original-Method", "X-Forwarded-Method")
+	if method == "" {
+		method = http.MethodGet
+	}
+	uri := first(h, "X-Original-Uri", "X-Forwarded-Uri")
+	if uri == "" {
+		return nil, errString("missing X-Original-URI (nginx) or X-Forwarded-Uri (Traefik, Caddy): the proxy must say which request it asks about")
+	}
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return nil, errString("bad original URI " + quote(uri))
+	}
+	o := r.Clone(r.Context())
+	o.Method = strings.ToUpper(method)
+	o.URL = u
+	o.RequestURI = uri
+	if host := first(h, "X-Original-Host", "X-Forwarded-Host"); host != "" {
+		o.Host = host
+	}
+	o.Body = http.NoBody
+	o.ContentLength = 0
+	return o, nil
+}
+
+func first(h http.Header, names ...string) string {
+	for _, n := range names {
+		if v := h.Get(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func quote(s string) string {
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return `"` + strings.ToValidUTF8(s, "?") + `"`
+}
+
+// authWriter records the status and, in nginx mode, turns a 429 into 403.
+type authWriter struct {
+	http.ResponseWriter
+	nginx  bool
+	status int
+}
+
+func (a *authWriter) WriteHeader(code int) {
+	if a.status == 0 {
+		a.status = code
+	}
+	if a.nginx && code == http.StatusTooManyRequests {
+		code = http.StatusForbidden
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *authWriter) Write(b []byte) (int, error) {
+	if a.status == 0 {
+		a.WriteHeader(http.StatusOK)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+func (a *authWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }

@@ -1,0 +1,203 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/clientip"
+	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/header"
+)
+
+func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	if st.gateway == nil {
+		writeProblem(w, http.StatusNotFound, "Not Found", "the gateway is switched off in the configuration")
+		return
+	}
+	st.gateway.ServeHTTP(w, r)
+}
+
+// newTransport is shared by every proxy a reload builds, so idle upstream
+// connections survive reloads.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 512
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}
+
+func (s *Server) newProxy(target *url.URL, g *config.Gateway, res *clientip.Resolver) http.Handler {
+	timeout := g.Timeout.D()
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			setForwarded(pr, res)
+		},
+		Transport:     s.transport,
+		FlushInterval: g.FlushInterval.D(),
+		ErrorHandler:  s.upstreamError,
+		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	if timeout <= 0 {
+		return p
+	}
+	// The deadline covers waiting for the upstream's response headers; a
+	// body that streams for longer is left alone.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancelCause(r.Context())
+		t := time.AfterFunc(timeout, func() { cancel(errUpstreamTimeout) })
+		defer cancel(nil)
+		p.ServeHTTP(&stopTimer{ResponseWriter: w, t: t}, r.WithContext(ctx))
+	})
+}
+
+var errUpstreamTimeout = errors.New("upstream timeout")
+
+// stopTimer stops the header timeout as soon as the response starts.
+type stopTimer struct {
+	http.ResponseWriter
+	t *time.Timer
+}
+
+func (s *stopTimer) WriteHeader(code int) {
+	if code >= 200 {
+		s.t.Stop()
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *stopTimer) Write(b []byte) (int, error) {
+	s.t.Stop()
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *stopTimer) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// setForwarded writes X-Forwarded-For/-Host/-Proto for the upstream. The
+// incoming values are kept only from a trusted proxy; from anyone else they
+// are the client's own words, so the chain restarts at the peer. X-Real-IP
+// always carries the client address Floodgate keyed on.
+func setForwarded(pr *httputil.ProxyRequest, res *clientip.Resolver) {
+	in, out := pr.In, pr.Out
+	peer, ok := peerAddr(in.RemoteAddr)
+	trusted := ok && res.Trusted(peer)
+	var xff []string
+	if trusted {
+		for _, v := range in.Header.Values("X-Forwarded-For") {
+			for _, part := range strings.Split(v, ",") {
+				if part = strings.TrimSpace(part); part != "" {
+					xff = append(xff, part)
+				}
+			}
+		}
+	}
+	if ok {
+		xff = append(xff, peer.String())
+	}
+	if len(xff) > 0 {
+		out.Header.Set("X-Forwarded-For", strings.Join(xff, ", "))
+	}
+	host, proto := in.Host, "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	if trusted {
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			host = v
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			proto = v
+		}
+		if v := in.Header.Values("Forwarded"); len(v) > 0 {
+			out.Header["Forwarded"] = v
+		}
+	}
+	out.Header.Set("X-Forwarded-Host", host)
+	out.Header.Set("X-Forwarded-Proto", proto)
+	out.Header.Del("X-Real-Ip")
+	if a, err := res.ClientIP(in); err == nil {
+		out.Header.Set("X-Real-Ip", a.String())
+	}
+}
+
+// upstreamError answers for an upstream that failed: 504 when it did not
+// answer in time, 502 otherwise, each as problem+json. The cause is
+// logged; the client learns its kind, not internal addresses.
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(context.Cause(r.Context()), errUpstreamTimeout) {
+		s.m.upstreamErrors.WithLabelValues("timeout").Inc()
+		s.logger.Warn("upstream timed out", "path", r.URL.Path, "error", err)
+		writeProblem(w, http.StatusGatewayTimeout, "Gateway Timeout", "the upstream did not answer in time")
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the client went away; nobody reads an answer
+	}
+	reason := "it failed"
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op) && op.Op == "dial":
+		reason = "it refused the connection or cannot be reached"
+	case errors.Is(err, context.DeadlineExceeded):
+		reason = "it did not answer in time"
+	case op != nil:
+		reason = "the connection to it broke"
+	}
+	s.m.upstreamErrors.WithLabelValues("unreachable").Inc()
+	s.logger.Warn("upstream failed", "path", r.URL.Path, "error", err)
+	writeProblem(w, http.StatusBadGateway, "Bad Gateway", "the upstream server did not answer: "+reason)
+}
+
+func writeProblem(w http.ResponseWriter, status int, title, detail string) {
+	body, _ := json.Marshal(header.Problem{Title: title, Status: status, Detail: detail})
+	h := w.Header()
+	h.Set("Content-Type", header.ProblemContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Del("Content-Length")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// demoUpstream is the built-in upstream of `upstream: demo`, so the
+// quickstart needs nothing else running.
+type demoUpstream struct {
+	srv *http.Server
+	url string
+}
+
+func startDemo(logger *slog.Logger) (*demoUpstream, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(struct {
+			OK     bool   `json:"ok"`
+			Method string `json:"method"`
+			Path   string `json:"path"`
+			Client string `json:"client"`
+		}{true, r.Method, r.URL.Path, r.Header.Get("X-Real-Ip")})
+	})
+	d := &demoUpstream{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, url: "http://" + ln.Addr().String()}
+	go d.srv.Serve(ln)
+	logger.Info("demo upstream started", "url", d.url)
+	return d, nil
+}
+
+func (d *demoUpstream) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	d.srv.Shutdown(ctx)
+}

@@ -1,0 +1,353 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/httplimit"
+)
+
+// Face names a listener role, as used by Server.Addr.
+type Face string
+
+const (
+	FaceGateway     Face = "gateway"
+	FaceAPI         Face = "api"
+	FaceForwardAuth Face = "forward_auth"
+	FaceAdmin       Face = "admin"
+)
+
+// Server is the daemon. Build it with New; it is safe for concurrent use.
+type Server struct {
+	logger *slog.Logger
+	reg    *prometheus.Registry
+	hl     *httplimit.Metrics
+	m      *metrics
+
+	store     floodgate.Store
+	local     floodgate.Store // answers fail-to-local rules while store fails
+	ping      func(context.Context) error
+	closeFns  []func() error
+	transport *http.Transport
+
+	file  string // reloaded by Reload; "" when built from a Config only
+	start *config.Config
+
+	mu    sync.Mutex // serialises Apply and the demo upstream's start
+	state atomic.Pointer[state]
+	demo  *demoUpstream
+
+	servers []*http.Server
+	addrs   map[Face]string
+	errc    chan error
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger; default: one built from the config's log
+// section, writing to stderr.
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.logger = l } }
+
+// WithStore uses store instead of the one the config describes (tests,
+// embedding). ping, if not nil, is what /readyz calls.
+func WithStore(store floodgate.Store, ping func(context.Context) error) Option {
+	return func(s *Server) { s.store, s.ping = store, ping }
+}
+
+// WithRegistry registers the metrics on reg instead of a new registry.
+func WithRegistry(reg *prometheus.Registry) Option { return func(s *Server) { s.reg = reg } }
+
+// New builds a Server for cfg: it connects the store (without waiting for
+// it: /readyz tells) and compiles the rules. Listening starts with Start or
+// Run. cfg.File, when set, is what Reload reads again.
+func New(cfg *config.Config, opts ...Option) (*Server, error) {
+	s := &Server{file: cfg.File, start: cfg, addrs: map[Face]string{}, errc: make(chan error, 8)}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.logger == nil {
+		s.logger = NewLogger(cfg.Log, os.Stderr)
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	var err error
+	if s.hl, err = httplimit.NewMetrics(s.reg); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	if s.m, err = newMetrics(s.reg); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	if s.store == nil {
+		if err := s.openStore(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if s.local == nil {
+		s.local = newLocalStore()
+		s.closeFns = append(s.closeFns, s.local.(interface{ Close() error }).Close)
+	}
+	s.transport = newTransport()
+	st, err := s.build(cfg)
+	if err != nil {
+		s.closeStore()
+		return nil, err
+	}
+	s.state.Store(st)
+	return s, nil
+}
+
+// Config returns the configuration in force.
+func (s *Server) Config() *config.Config { return s.state.Load().cfg }
+
+// Reload reads the configuration file again and applies it. A file that
+// fails to load or build is logged and rejected, and the rules in force
+// keep serving.
+func (s *Server) Reload() error {
+	if s.file == "" {
+		return errors.New("server: no configuration file to reload")
+	}
+	cfg, err := config.Load(s.file)
+	if err != nil {
+		s.m.reloads.WithLabelValues("error").Inc()
+		s.logger.Error("configuration rejected; the previous one keeps serving", "file", s.file, "error", err)
+		return err
+	}
+	return s.Apply(cfg)
+}
+
+// Apply replaces the rules, policies, keys, headers and upstream with
+// cfg's. Listen addresses and the store are fixed at New: changes to them
+// are logged and wait for a restart. Requests in flight finish under the
+// rules they started with.
+func (s *Server) Apply(cfg *config.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.build(cfg)
+	if err != nil {
+		s.m.reloads.WithLabelValues("error").Inc()
+		s.logger.Error("configuration rejected; the previous one keeps serving", "file", cfg.File, "error", err)
+		return err
+	}
+	for _, w := range restartNeeded(s.start, cfg) {
+		s.logger.Warn("configuration change needs a restart", "change", w)
+	}
+	s.state.Store(st)
+	s.m.reloads.WithLabelValues("ok").Inc()
+	s.m.lastReload.SetToCurrentTime()
+	s.logger.Info("configuration applied", "file", cfg.File, "rules", len(cfg.Rules), "policies", len(cfg.Policies))
+	return nil
+}
+
+func restartNeeded(old, cfg *config.Config) []string {
+	var out []string
+	addr := func(name string, a, b string) {
+		if a != b {
+			out = append(out, fmt.Sprintf("%s listen %q -> %q", name, a, b))
+		}
+	}
+	listen := func(c *config.Config) (g, a, f string) {
+		if c.Gateway != nil {
+			g = c.Gateway.Listen
+		}
+		if c.API != nil {
+			a = c.API.Listen
+		}
+		if c.ForwardAuth != nil {
+			f = c.ForwardAuth.Listen
+		}
+		return
+	}
+	og, oa, of := listen(old)
+	ng, na, nf := listen(cfg)
+	addr("gateway", og, ng)
+	addr("api", oa, na)
+	addr("forward_auth", of, nf)
+	addr("admin", old.Admin.Listen, cfg.Admin.Listen)
+	ost, nst := old.Store, cfg.Store
+	if ost.Type != nst.Type || ost.Redis.URL != nst.Redis.URL || !slices.Equal(ost.Redis.Cluster, nst.Redis.Cluster) || ost.Memory != nst.Memory {
+		out = append(out, "store")
+	}
+	return out
+}
+
+// Start listens on every configured address and serves in the background.
+// Faces with the same address share one listener.
+func (s *Server) Start() error {
+	cfg := s.start
+	type bind struct {
+		addr  string
+		faces []Face
+	}
+	var binds []*bind
+	add := func(f Face, addr string) {
+		for _, b := range binds {
+			if b.addr == addr {
+				b.faces = append(b.faces, f)
+				return
+			}
+		}
+		binds = append(binds, &bind{addr: addr, faces: []Face{f}})
+	}
+	if cfg.Gateway != nil {
+		add(FaceGateway, cfg.Gateway.Listen)
+	}
+	if cfg.API != nil {
+		add(FaceAPI, cfg.API.Listen)
+	}
+	if cfg.ForwardAuth != nil {
+		add(FaceForwardAuth, cfg.ForwardAuth.Listen)
+	}
+	if cfg.Admin.Listen != config.Off {
+		add(FaceAdmin, cfg.Admin.Listen)
+	}
+	var lns []net.Listener
+	for _, b := range binds {
+		ln, err := net.Listen("tcp", b.addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("server: %s: %w", b.faces[0], err)
+		}
+		lns = append(lns, ln)
+		for _, f := range b.faces {
+			s.addrs[f] = ln.Addr().String()
+		}
+	}
+	errorLog := slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)
+	for i, b := range binds {
+		var h http.Handler
+		if len(b.faces) == 1 && b.faces[0] == FaceGateway {
+			h = http.HandlerFunc(s.serveGateway)
+		} else {
+			mux := http.NewServeMux()
+			for _, f := range b.faces {
+				s.route(mux, f)
+			}
+			h = mux
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
+		s.servers = append(s.servers, srv)
+		go func(ln net.Listener) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.errc <- err
+			}
+		}(lns[i])
+		s.logger.Info("listening", "faces", fmt.Sprint(b.faces), "addr", lns[i].Addr().String())
+	}
+	return nil
+}
+
+func (s *Server) route(mux *http.ServeMux, f Face) {
+	switch f {
+	case FaceAPI:
+		mux.HandleFunc("POST /v1/check", s.handleCheck)
+		mux.HandleFunc("GET /v1/limits/{key...}", s.handlePeek)
+		mux.HandleFunc("DELETE /v1/limits/{key...}", s.handleReset)
+	case FaceForwardAuth:
+		mux.HandleFunc("/v1/auth", func(w http.ResponseWriter, r *http.Request) { s.handleAuth(w, r, false) })
+		mux.HandleFunc("/v1/auth/nginx", func(w http.ResponseWriter, r *http.Request) { s.handleAuth(w, r, true) })
+	case FaceAdmin:
+		mux.HandleFunc("GET /metrics", s.handleMetrics)
+		mux.HandleFunc("GET /healthz", s.handleHealthz)
+		mux.HandleFunc("GET /readyz", s.handleReadyz)
+		mux.HandleFunc("POST /-/reload", s.handleReload)
+	}
+}
+
+// Addr returns the address face listens on after Start ("" if off), with
+// the port the system chose for ":0".
+func (s *Server) Addr(f Face) string { return s.addrs[f] }
+
+// Errors delivers a listener's failure while serving.
+func (s *Server) Errors() <-chan error { return s.errc }
+
+// Shutdown stops accepting connections, waits for requests in flight until
+// ctx ends, then closes the demo upstream and the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, srv := range s.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Shutdown(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	s.mu.Lock()
+	if s.demo != nil {
+		s.demo.close()
+	}
+	s.mu.Unlock()
+	s.transport.CloseIdleConnections()
+	if err := s.closeStore(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) closeStore() error {
+	var errs []error
+	for _, f := range s.closeFns {
+		errs = append(errs, f())
+	}
+	s.closeFns = nil
+	return errors.Join(errs...)
+}
+
+// Run starts the server and serves until ctx ends or a listener fails,
+// then shuts down within the configuration's shutdown_timeout.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(); err != nil {
+		s.closeStore()
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-s.errc:
+		s.logger.Error("listener failed", "error", runErr)
+	}
+	timeout := s.Config().ShutdownTimeout.D()
+	s.logger.Info("shutting down", "deadline", timeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		return errors.Join(runErr, fmt.Errorf("server: shutdown: %w", err))
+	}
+	return runErr
+}
+
+// NewLogger builds the slog logger a config's log section asks for.
+func NewLogger(c config.Log, w *os.File) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/redisstore"
+)
+
+func newLocalStore() floodgate.Store { return memorystore.New(memorystore.WithMaxKeys(100_000)) }
+
+// openStore connects the store cfg describes. A Redis that is down is not
+// an error here: decisions follow the failure mode and /readyz says 503
+// until it answers.
+func (s *Server) openStore(cfg *config.Config) error {
+	sc := cfg.Store
+	if sc.Type != "redis" {
+		m := memorystore.New(memorystore.WithMaxKeys(sc.Memory.MaxKeys))
+		s.store = m
+		s.closeFns = append(s.closeFns, m.Close)
+		return nil
+	}
+	client, err := RedisClient(sc.Redis)
+	if err != nil {
+		return err
+	}
+	opts := []redisstore.Option{redisstore.WithTimeout(sc.Redis.Timeout.D()), redisstore.WithPrefix(sc.Redis.Prefix)}
+	if sc.Redis.NearCache > 0 {
+		opts = append(opts, redisstore.WithNearCache(sc.Redis.NearCache, time.Second))
+	}
+	st, err := redisstore.New(client, opts...)
+	if err != nil {
+		client.Close()
+		return fmt.Errorf("server: redis store: %w", err)
+	}
+	s.store = st
+	s.ping = func(ctx context.Context) error { return client.Ping(ctx).Err() }
+	s.closeFns = append(s.closeFns, client.Close)
+	return nil
+}
+
+// RedisClient builds the go-redis client for a store.redis section:
+// standalone from URL, a ClusterClient from Cluster, or a failover client
+// from Sentinel.
+func RedisClient(rc config.Redis) (redis.UniversalClient, error) {
+	switch {
+	case rc.URL != "":
+		o, err := redis.ParseURL(rc.URL)
+		if err != nil {
+			return nil, fmt.Errorf("server: store.redis.url: %w", err)
+		}
+		return redis.NewClient(o), nil
+	case len(rc.Cluster) > 0:
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Username: rc.Username, Password: rc.Password}), nil
+	case rc.Sentinel != nil:
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: rc.Sentinel.Master, SentinelAddrs: rc.Sentinel.Addrs,
+			SentinelPassword: rc.Sentinel.Password, Username: rc.Username, Password: rc.Password,
+		}), nil
+	}
+	return nil, fmt.Errorf("server: store.redis needs url, cluster or sentinel")
+}

@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Watch reloads the configuration whenever its file changes, until ctx
+// ends. It watches the file's directory, since editors and Kubernetes
+// ConfigMaps replace a file by renaming another over it, which a watch on
+// the file itself would lose. Bursts of events within debounce are one
+// reload.
+func (s *Server) Watch(ctx context.Context, debounce time.Duration) error {
+	if s.file == "" {
+		return nil
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	file, err := filepath.Abs(s.file)
+	if err != nil {
+		return err
+	}
+	if err := w.Add(filepath.Dir(file)); err != nil {
+		return err
+	}
+	var timer *time.Timer
+	fire := make(chan struct{}, 1)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			name, _ := filepath.Abs(ev.Name)
+			// A ConfigMap swaps a "..data" symlink; the file's own name sees
+			// no event then, so any change in the directory is checked.
+			if name != file && filepath.Base(ev.Name) != "..data" {
+				continue
+			}
+			if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) == 0 {
+				continue
+			}
+			if timer == nil {
+				timer = time.AfterFunc(debounce, func() {
+					select {
+					case fire <- struct{}{}:
+					default:
+					}
+				})
+			} else {
+				timer.Reset(debounce)
+			}
+		case <-fire:
+			s.logger.Info("configuration file changed; reloading", "file", s.file)
+			s.Reload()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			s.logger.Warn("watching the configuration file", "error", err)
+		}
+	}
+}
