@@ -11,6 +11,7 @@
 #   Redis Cluster    127.0.0.1:7100-7105 (3 masters + 3 replicas)
 #   Sentinel         127.0.0.1:7310 watching master "floodgate" (7300, replica 7301)
 # PostgreSQL is the machine's own on 127.0.0.1:5432 (started or installed if needed).
+# Chromium (Debian's package) is installed when missing, for the dashboard's browser test.
 #
 # Healthy running instances are reused rather than restarted, so a second
 # caller (another test package, another shell) does not pull them out from
@@ -123,6 +124,8 @@ ensure_bin redis-cli redis-tools
 ensure_bin nginx nginx
 ensure_bin wrk wrk
 ensure_bin ss iproute2
+# The ops dashboard's browser test drives Debian's Chromium headless.
+ensure_bin chromium chromium
 ensure_postgres
 
 how="reused the running instances"
@@ -141,6 +144,7 @@ export FLOODGATE_TEST_SENTINEL_MASTER=$SENTINEL_MASTER_NAME
 export FLOODGATE_TEST_POSTGRES='$PG_URL'
 export FLOODGATE_TEST_NGINX=$(command -v nginx)
 export FLOODGATE_TEST_WRK=$(command -v wrk)
+export FLOODGATE_TEST_CHROMIUM=$(command -v chromium)
 export FLOODGATE_TEST_REDIS_NODE=$here/redis-node.sh
 EOF
 mv "$tmp_env" "$ENV_FILE"
