@@ -66,13 +66,15 @@ func TestSlidingWindowCounterEstimate(t *testing.T) {
 	// At the window's start prev still weighs fully: 8 + 3 > 10. It fits
 	// once 8·(W−e)/W ≤ 10 − 3, at e = W/8 = 0.5 s.
 	_, r := SlidingWindowCounter(s, start, p, 3)
-	if want := (Result{Remaining: 2, ResetAfter: 4 * sec, RetryAfter: sec / 2, Expires: start + 8*sec}); r != want {
+	// Three units (Remaining + 1) fit at the same moment: ResetAfter 0.5 s.
+	if want := (Result{Remaining: 2, ResetAfter: sec / 2, RetryAfter: sec / 2, Expires: start + 8*sec}); r != want {
 		t.Fatalf("at window start: %+v, want %+v", r, want)
 	}
 	st := State{A: start, B: 3, C: 8}
 	_, r = SlidingWindowCounter(st, start+sec, p, 0)
-	if r.Remaining != 1 || !r.Allowed || r.ResetAfter != 3*sec {
-		t.Fatalf("peek: %+v, want remaining 1, reset 3s", r)
+	// 8·0.75 + 3 = 9 used; a second unit once 8·(4−e′)/4 ≤ 5, at e′ = 1.5 s.
+	if r.Remaining != 1 || !r.Allowed || r.ResetAfter != sec/2 {
+		t.Fatalf("peek: %+v, want remaining 1, reset 0.5s", r)
 	}
 }
 

@@ -48,7 +48,10 @@
 // RetryAfter is exact: if a = Q − c − curr ≥ 0, the estimate lets c in
 // once prev·(W−e′) ≤ a·W, i.e. at e′ = W − ⌊a·W/prev⌋; otherwise only the
 // next window can, where prev′ = curr, at e″ = W − ⌊(Q−c)·W/curr⌋ past its
-// start. ResetAfter = start + W − now (the current sub-window's end).
+// start. ResetAfter is the same wait for Remaining + 1 units: when the
+// decaying estimate frees the next unit (0 when nothing is used). It is
+// usually well before the window's end, which a client pacing itself by
+// "no more than r within t" would otherwise wait for.
 // State: A = start, B = curr, C = prev.
 //
 // # Token bucket (A4) and GCRA

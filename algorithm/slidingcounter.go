@@ -15,22 +15,38 @@ func SlidingWindowCounter(s State, now int64, p Params, cost int64) (State, Resu
 	e := max(now-start, 0)
 	used := prev*(w-e) + curr*w // the estimate, scaled by W
 	avail := max((q*w-used)/w, 0)
-	r := Result{Remaining: avail, ResetAfter: start + w - now, Expires: start + 2*w}
+	r := Result{Remaining: avail, Expires: start + 2*w}
 	c := max(cost, 1)
 	if c > avail {
-		if a := q - c - curr; a >= 0 {
-			// prev > 0 here, or c would fit: the estimate decays within this window.
-			r.RetryAfter = w - a*w/prev - e
-		} else {
-			// curr > q−c ≥ 0: wait for the next window, where prev′ = curr.
-			r.RetryAfter = r.ResetAfter + w - (q-c)*w/curr
-		}
+		r.RetryAfter = counterWait(c, prev, curr, e, p)
+		r.ResetAfter = counterWait(avail+1, prev, curr, e, p)
 		return s, r
 	}
 	r.Allowed = true
+	if cost > 0 {
+		curr += cost
+		r.Remaining = avail - cost
+	}
+	if r.Remaining < q {
+		r.ResetAfter = counterWait(r.Remaining+1, prev, curr, e, p)
+	}
 	if cost == 0 {
 		return s, r
 	}
-	r.Remaining = avail - cost
-	return State{A: start, B: curr + cost, C: prev}, r
+	return State{A: start, B: curr, C: prev}, r
+}
+
+// counterWait is the exact time (µs) from e until c units fit, given the
+// counters of the window that began e µs ago; c must not exceed Q.
+func counterWait(c, prev, curr, e int64, p Params) int64 {
+	w, q := p.Window, p.Quota
+	if a := q - c - curr; a >= 0 {
+		if prev == 0 {
+			return 0
+		}
+		// The estimate decays within this window: prev·(W−e′) ≤ a·W.
+		return max(w-a*w/prev-e, 0)
+	}
+	// Only the next window can, where prev′ = curr > q−c ≥ 0.
+	return w - e + w - (q-c)*w/curr
 }

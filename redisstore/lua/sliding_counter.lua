@@ -1,6 +1,16 @@
 -- Sliding window counter (A3): state "start:curr:prev". The expiry,
 -- start + 2W, moves only when a new window starts; within a window the TTL
 -- is kept.
+-- The exact wait (µs) from e until c units fit; algorithm.counterWait.
+local function counter_wait(c, prev, curr, e, q, w)
+  local a = q - c - curr
+  if a >= 0 then
+    if prev == 0 then return 0 end
+    return max(w - idiv(a * w, prev) - e, 0)
+  end
+  return w - e + w - idiv((q - c) * w, curr)
+end
+
 local function sliding_counter_take(i, key, now, q, cap, w, cost)
   local found, sa, sb, sc = load(key)
   local start = now - mod(now, w)
@@ -13,20 +23,17 @@ local function sliding_counter_take(i, key, now, q, cap, w, cost)
   local e = max(now - start, 0)
   local used = prev * (w - e) + curr * w
   local avail = max(idiv(q * w - used, w), 0)
-  local reset = start + w - now
   local c = max(cost, 1)
   if c > avail then
-    local a, retry = q - c - curr, 0
-    if a >= 0 then
-      retry = w - idiv(a * w, prev) - e
-    else
-      retry = reset + w - idiv((q - c) * w, curr)
-    end
-    return 0, avail, reset, retry
+    return 0, avail, counter_wait(avail + 1, prev, curr, e, q, w), counter_wait(c, prev, curr, e, q, w)
   end
+  -- ResetAfter: when the next unit after this request frees.
+  local rem = avail - cost
+  local reset = 0
+  if rem < q then reset = counter_wait(rem + 1, prev, curr + cost, e, q, w) end
   if cost == 0 then return 1, avail, reset, 0 end
   PA[i], PB[i], PC[i], PX[i], PK[i] = start, curr + cost, prev, start + 2 * w, same
-  return 1, avail - cost, reset, 0
+  return 1, rem, reset, 0
 end
 
 local function sliding_counter_commit(i, key, now)
