@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/floodgate/floodgate/config"
+)
+
+func newValidate() *cobra.Command {
+	var file string
+	c := &cobra.Command{
+		Use:   "validate",
+		Short: "Check a configuration file, printing every error as file:line: field: message",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(file)
+			if err != nil {
+				var errs config.Errors
+				if !errors.As(err, &errs) {
+					return err
+				}
+				for _, e := range errs {
+					fmt.Fprintln(cmd.ErrOrStderr(), e)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d error(s)\n", len(errs))
+				return exitError(1)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %s\n", file, summary(cfg))
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&file, "config", "c", "floodgate.yaml", "configuration file")
+	return c
+}
+
+func summary(c *config.Config) string {
+	var faces []string
+	if c.Gateway != nil {
+		faces = append(faces, fmt.Sprintf("gateway %s -> %s", c.Gateway.Listen, c.Gateway.Upstream))
+	}
+	if c.API != nil {
+		faces = append(faces, "api "+c.API.Listen)
+	}
+	if c.ForwardAuth != nil {
+		faces = append(faces, "forward_auth "+c.ForwardAuth.Listen)
+	}
+	if c.Admin.Listen != config.Off {
+		faces = append(faces, "admin "+c.Admin.Listen)
+	}
+	return fmt.Sprintf("%d policies, %d rules, %s store; %s", len(c.Policies), len(c.Rules), c.Store.Type, strings.Join(faces, ", "))
+}
