@@ -96,12 +96,11 @@ func TestAgainstFloodgate(t *testing.T) {
 			}
 			limit := 1.2
 			if alg == floodgate.SlidingWindowCounter {
-				// The server announces t as the time to the end of the
-				// current sub-window (digest §4), so each window opens with
-				// "r=1;t=10" while the estimate actually frees quota much
-				// sooner; a client that spends no more than r within t
-				// (draft-11 §7) needs about twice the ideal time.
-				limit = 2.5
+				// The ideal (a burst of 10, then 1 per second) is not what
+				// this algorithm admits: the burst still weighs on the
+				// next window's estimate, so even a perfect client needs
+				// longer. Measured: 1.31×.
+				limit = 1.35
 			}
 			if r.ratio() > limit {
 				t.Errorf("took %.2f× the ideal time, limit %.1f", r.ratio(), limit)
