@@ -150,6 +150,12 @@ func (c *Cache) Lookup(ctx context.Context, h Hash) (Entry, error) {
 	if rec != nil && now < rec.expires {
 		return rec.entry, rec.err
 	}
+	return c.miss(ctx, h, rec, now)
+}
+
+// miss is Lookup's slow path, apart so that h escapes to the heap (as the
+// singleflight key) only on a miss, not on every hit.
+func (c *Cache) miss(ctx context.Context, h Hash, rec *record, now int64) (Entry, error) {
 	c.misses.Add(1)
 
 	if c.down.Load() {

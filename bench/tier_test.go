@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/tier"
+)
+
+// tierWorkload builds the two middlewares BenchmarkTierPlan compares, over
+// one memory store and 1,000 API keys of 1,000 tenants sent as X-API-Key
+// from 1,000 client addresses; limits are never hit.
+//
+//   - static: one rule keyed by the API key (httplimit.APIKey), the policy
+//     in the rule;
+//   - tier: the same policy as every key's tier, through tier.Plan over a
+//     warm tier.Cache, the path a PostgreSQL source takes once its keys
+//     are cached (the Static source behind it is never asked).
+func tierWorkload(tb testing.TB) (reqs []*http.Request, static, tiered http.Handler) {
+	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	api := []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 1e7, Window: time.Minute}}
+
+	var keys []tier.StaticKey
+	for i := range 1000 {
+		key := fmt.Sprintf("fg_bench-key-%04d", i)
+		keys = append(keys, tier.StaticKey{Hash: tier.HashKey(key), Tenant: fmt.Sprint("tenant-", i), Tier: "pro"})
+		r := httptest.NewRequest("GET", "/api/items", nil)
+		r.RemoteAddr = fmt.Sprintf("10.0.%d.%d:40000", i/256, i%256)
+		r.Header.Set("X-API-Key", key)
+		reqs = append(reqs, r)
+	}
+	src, err := tier.NewStatic(map[string][]floodgate.Policy{"pro": api}, keys)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cache := tier.NewCache(src, tier.CacheOptions{TTL: time.Hour})
+
+	store := memorystore.New()
+	tb.Cleanup(func() { store.Close() })
+	build := func(rule httplimit.Rule) http.Handler {
+		mw, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{rule}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return mw.Wrap(trivial)
+	}
+	static = build(httplimit.Rule{Pattern: "/", Key: []httplimit.KeyPart{httplimit.APIKey("X-API-Key")}, Policies: api})
+	tiered = build(httplimit.Rule{Pattern: "/", Plan: tier.Plan(cache, tier.PlanOptions{})})
+
+	for _, r := range reqs { // warm the cache and the per-plan limiters
+		rec := httptest.NewRecorder()
+		tiered.ServeHTTP(rec, r)
+		if rec.Code != 200 {
+			tb.Fatalf("warming: %d %s", rec.Code, rec.Body)
+		}
+	}
+	if st := cache.Stats(); st.Queries != 1000 || st.Entries != 1000 {
+		tb.Fatalf("warming: %+v", st)
+	}
+	return reqs, static, tiered
+}
+
+func runServe(b *testing.B, h http.Handler, reqs []*http.Request) {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, reqs[i%len(reqs)])
+		if rec.Code != 200 {
+			b.Fatal(rec.Code)
+		}
+		i++
+	}
+}
+
+func runServeParallel(b *testing.B, h http.Handler, reqs []*http.Request) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, reqs[i%len(reqs)])
+			if rec.Code != 200 {
+				b.Error(rec.Code)
+				return
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkTierPlan measures the middleware with tier plans from a warm
+// cache (rule=tier) against the same limits in a static rule keyed by API
+// key (rule=static), serially and in parallel, in one run. The
+// requirement is tier throughput ≥ 0.9 × static, i.e. tier ns/op ≤ static
+// ns/op ÷ 0.9; TestTierThroughput checks it.
+func BenchmarkTierPlan(b *testing.B) {
+	reqs, static, tiered := tierWorkload(b)
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"rule=static", static}, {"rule=tier", tiered}} {
+		b.Run(c.name, func(b *testing.B) { runServe(b, c.h, reqs) })
+		b.Run(c.name+"/parallel", func(b *testing.B) { runServeParallel(b, c.h, reqs) })
+	}
+}
+
+// TestTierThroughput runs both sides of BenchmarkTierPlan alternately,
+// five times each, and requires the tier rule's median throughput to be at
+// least 0.9 × the static rule's. It takes about 10 s, so -short skips it;
+// run it without -race, which slows the two sides unevenly.
+func TestTierThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing test (-short)")
+	}
+	reqs, static, tiered := tierWorkload(t)
+	var s, tr []float64
+	for range 5 {
+		rs := testing.Benchmark(func(b *testing.B) { runServe(b, static, reqs) })
+		rt := testing.Benchmark(func(b *testing.B) { runServe(b, tiered, reqs) })
+		s = append(s, float64(rs.NsPerOp()))
+		tr = append(tr, float64(rt.NsPerOp()))
+	}
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	ms, mt := median(s), median(tr)
+	ratio := ms / mt // throughput of tier ÷ throughput of static
+	t.Logf("static %.0f ns/op, tier %.0f ns/op: tier throughput = %.2f × static", ms, mt, ratio)
+	if ratio < 0.9 {
+		t.Fatalf("tier throughput %.2f × static, want ≥ 0.9", ratio)
+	}
+}
