@@ -48,8 +48,10 @@ func BenchmarkTake(b *testing.B) {
 	})
 	b.Run("RawEvalSha", func(b *testing.B) {
 		ctx := context.Background()
+		prefix := newPrefix(b, rdb)
 		for i := 0; b.Loop(); i++ {
-			if err := rdb.EvalSha(ctx, scriptSHA, []string{"bench:{" + keys[i%len(keys)] + "}:api:gcra"}, 1, -1, 1, 1, 5, 100, 100, 1000000).Err(); err != nil {
+			// One GCRA decision: n=1, slack=0, now=-1 (server TIME), cost 1, 1 policy.
+			if err := rdb.EvalSha(ctx, scriptSHA, []string{prefix + "{" + keys[i%len(keys)] + "}:api:gcra"}, 1, 0, -1, 1, 1, 5, 100, 100, 1000000).Err(); err != nil {
 				if i == 0 {
 					rdb.ScriptLoad(ctx, script)
 					continue
