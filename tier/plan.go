@@ -79,9 +79,9 @@ func Plan(src Source, opts PlanOptions) func(r *http.Request) (string, httplimit
 	if opts.Route != "" {
 		suffix = "|" + opts.Route
 	}
-	how := "Send your API key in the " + shown + " header or as Authorization: Bearer <key>."
+	how := "Send it in the " + shown + " header, or in Authorization with the Bearer scheme."
 	if name == "Authorization" {
-		how = "Send your API key as Authorization: Bearer <key>."
+		how = "Send it in Authorization with the Bearer scheme."
 	}
 	// Built once: the middleware only reads a Reject.
 	required := &httplimit.Reject{Status: http.StatusUnauthorized, Problem: header.Problem{
