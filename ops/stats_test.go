@@ -1,0 +1,113 @@
+package ops_test
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/ops"
+)
+
+func TestStatsSeries(t *testing.T) {
+	clk := newClock()
+	s := ops.NewStats(ops.StatsConfig{Step: 5 * time.Second, Span: time.Minute, Now: clk.Now})
+	for range 3 {
+		s.Observe(httplimit.Event{Rule: "api", Key: "a", Allowed: true, Latency: time.Millisecond})
+	}
+	s.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "a", RetryAfter: 1500 * time.Millisecond})
+	s.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "a", RetryAfter: 30 * time.Second})
+	clk.Advance(5 * time.Second)
+	s.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "a", Reduced: true, RetryAfter: 7 * time.Second})
+	s.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "a", Shadow: true, RetryAfter: time.Hour})
+	s.ObserveBlocked("api", "a")
+	s.ObserveBlocked("api", "a")
+	for range 4 {
+		s.Observe(httplimit.Event{Rule: "login", Key: "b", Allowed: true})
+	}
+
+	snap := s.Snapshot()
+	if len(snap.Times) != 12 || snap.StepSeconds != 5 {
+		t.Fatalf("%d steps of %v s, want 12 of 5", len(snap.Times), snap.StepSeconds)
+	}
+	if last := snap.Times[11]; last != clk.Now().UnixMilli() {
+		t.Fatalf("last step starts at %d, want %d", last, clk.Now().UnixMilli())
+	}
+	if len(snap.Rules) != 2 || snap.Rules[0].Rule != "api" || snap.Rules[1].Rule != "login" {
+		t.Fatalf("rules %+v", snap.Rules)
+	}
+	api := snap.Rules[0]
+	zero := make([]uint64, 10)
+	if !slices.Equal(api.Allowed, append(zero, 3, 0)) || !slices.Equal(api.Limited, append(zero, 2, 0)) ||
+		!slices.Equal(api.Reduced, append(zero, 0, 1)) || !slices.Equal(api.Shadow, append(zero, 0, 1)) ||
+		!slices.Equal(api.Blocked, append(zero, 0, 2)) {
+		t.Fatalf("api series %+v", api)
+	}
+	tot := snap.Totals
+	if tot.Allowed != 7 || tot.Limited != 2 || tot.Blocked != 2 || tot.Reduced != 1 || tot.Shadow != 1 ||
+		math.Abs(tot.RefusedShare-5.0/13) > 1e-12 {
+		t.Fatalf("totals %+v", tot)
+	}
+	// Retry-After: 1.5 s → ≤2, 30 s → ≤30, 7 s → ≤10; the shadow denial
+	// sent none.
+	want := map[string]uint64{"≤2s": 1, "≤10s": 1, "≤30s": 1}
+	for _, b := range snap.RetryAfter {
+		if b.Count != want[b.Label] {
+			t.Fatalf("Retry-After buckets %+v", snap.RetryAfter)
+		}
+	}
+	if q := snap.Latency.Steps[10]; q.N != 3 || q.P50 == nil || math.Abs(*q.P50-1) > 0.07 || snap.Latency.Steps[11].P50 != nil {
+		t.Fatalf("latency steps %+v %+v", snap.Latency.Steps[10], snap.Latency.Steps[11])
+	}
+
+	// A minute later everything has scrolled out.
+	clk.Advance(time.Minute)
+	if snap := s.Snapshot(); len(snap.Rules) != 0 || snap.Totals.Allowed != 0 || snap.Latency.Overall.N != 0 {
+		t.Fatalf("after the span: %+v", snap.Totals)
+	}
+}
+
+// TestStatsLatencyQuantiles: quantiles from the log-linear histogram are
+// within 7% of the exact ones.
+func TestStatsLatencyQuantiles(t *testing.T) {
+	clk := newClock()
+	s := ops.NewStats(ops.StatsConfig{Now: clk.Now})
+	for i := 1; i <= 10_000; i++ {
+		// 1 µs … 10 ms, uniform.
+		s.Observe(httplimit.Event{Rule: "r", Allowed: true, Latency: time.Duration(i) * time.Microsecond})
+	}
+	q := s.Snapshot().Latency.Overall
+	for _, c := range []struct {
+		got  *float64
+		want float64
+	}{{q.P50, 5}, {q.P95, 9.5}, {q.P99, 9.9}} {
+		if c.got == nil || math.Abs(*c.got-c.want)/c.want > 0.07 {
+			t.Fatalf("quantiles %+v, want p50 5 ms, p95 9.5 ms, p99 9.9 ms within 7%%", q)
+		}
+	}
+	if q.N != 10_000 {
+		t.Fatalf("N = %d", q.N)
+	}
+}
+
+func TestStatsConcurrent(t *testing.T) {
+	s := ops.NewStats(ops.StatsConfig{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 1000 {
+				s.Observe(httplimit.Event{Rule: "r", Allowed: (g+i)%2 == 0, Latency: time.Microsecond})
+				if i%100 == 0 {
+					s.Snapshot()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The 8000 events may straddle a step boundary, never leave the span.
+	if tot := s.Snapshot().Totals; tot.Allowed != 4000 || tot.Limited != 4000 {
+		t.Fatalf("totals %+v", tot)
+	}
+}
