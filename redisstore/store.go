@@ -304,22 +304,7 @@ func (s *Store) Reset(ctx context.Context, key string, policies []floodgate.Poli
 	for i := range policies {
 		keys[i] = redisKey(s.prefix, t, &policies[i])
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.client.Del(cctx, keys...).Err() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return s.unavailable(ctx, err)
-		}
-		return nil
-	case <-cctx.Done():
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("%w: no answer within %v: %w", floodgate.ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
-	}
+	return s.call(ctx, func(ctx context.Context) error { return s.client.Del(ctx, keys...).Err() })
 }
 
 // exec runs one batch: one EVALSHA per group, pipelined when there are

@@ -1,0 +1,101 @@
+package httplimit_test
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/redisstore"
+)
+
+// redisStore returns a Redis store on the test instance with a key prefix
+// of its own.
+func redisStore(t *testing.T) *redisstore.Store {
+	t.Helper()
+	addr := os.Getenv("FLOODGATE_TEST_REDIS")
+	if addr == "" {
+		t.Fatal("FLOODGATE_TEST_REDIS is not set: run scripts/services-up.sh and `. /tmp/floodgate-test/env` (make test does both)")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	st, err := redisstore.New(rdb, redisstore.WithPrefix("httplimit-test:"+t.Name()+":"+time.Now().Format("150405.000000")+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestRedisLoginAndSlots(t *testing.T) {
+	st := redisStore(t)
+	srv := serve(t, httplimit.Config{Store: st, Rules: []httplimit.Rule{
+		{Pattern: "POST /login", Key: []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+			Policies: []floodgate.Policy{policy("login", floodgate.SlidingWindowCounter, 5, time.Minute)}},
+		{Pattern: "/slow", Policies: []floodgate.Policy{{Name: "inflight", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Second, Unit: floodgate.ConcurrentRequests}}},
+	}}, slowOrOK())
+	for i := range 5 {
+		if resp := do(t, "POST", srv.URL+"/login"); resp.StatusCode != 200 {
+			t.Fatalf("login %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	if resp := do(t, "POST", srv.URL+"/login"); resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("6th login: %d", resp.StatusCode)
+	}
+	// One slot: a request in flight makes the next one wait its turn with a 429.
+	var wg sync.WaitGroup
+	wg.Go(func() { do(t, "GET", srv.URL+"/slow?ms=300") })
+	time.Sleep(100 * time.Millisecond)
+	if resp := do(t, "GET", srv.URL+"/slow"); resp.StatusCode != 429 {
+		t.Fatalf("second in flight: %d", resp.StatusCode)
+	}
+	wg.Wait()
+	if resp := do(t, "GET", srv.URL+"/slow"); resp.StatusCode != 200 {
+		t.Fatalf("after the first ended: %d (slot not released)", resp.StatusCode)
+	}
+}
+
+func slowOrOK() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, err := time.ParseDuration(r.URL.Query().Get("ms") + "ms"); err == nil {
+			time.Sleep(d)
+		}
+		w.Write([]byte("ok"))
+	})
+}
+
+// TestDeadRedis: with nothing listening where Redis should be, fail-open
+// admits and fail-closed answers 503, never 429 (S3).
+func TestDeadRedis(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a port that refuses connections: a dead Redis
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	defer rdb.Close()
+	st, err := redisstore.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := []floodgate.Policy{policy("p", floodgate.GCRA, 5, time.Second)}
+	srv := serve(t, httplimit.Config{Store: st, Rules: []httplimit.Rule{
+		{Pattern: "/open", Policies: p, FailureMode: floodgate.FailOpen},
+		{Pattern: "/closed", Policies: p, FailureMode: floodgate.FailClosed},
+	}}, ok)
+	for range 3 {
+		if resp := do(t, "GET", srv.URL+"/open"); resp.StatusCode != 200 {
+			t.Fatalf("fail-open: %d", resp.StatusCode)
+		}
+		resp := do(t, "GET", srv.URL+"/closed")
+		if resp.StatusCode != 503 || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("fail-closed: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+}
