@@ -1,0 +1,127 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/ops"
+)
+
+func fetch(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// TestAdminRoutes: the read routes answer JSON with real values, the
+// dashboard's files come from the binary and load nothing from elsewhere.
+func TestAdminRoutes(t *testing.T) {
+	clk := newClock()
+	stats := ops.NewStats(ops.StatsConfig{Now: clk.Now})
+	top := ops.NewOffenders(ops.OffendersConfig{Now: clk.Now})
+	det, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Threshold: 3, Block: time.Minute}, Logger: quiet, Now: clk.Now})
+	red := ops.NewReductions(ops.ReductionsConfig{Logger: quiet, Now: clk.Now})
+	defer red.Close()
+	obs := ops.Observers{det, top, stats, nil}
+	for range 3 {
+		obs.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "192.0.2.1", RetryAfter: time.Second})
+	}
+	obs.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "192.0.2.2", RetryAfter: time.Second})
+	obs.Observe(httplimit.Event{Rule: "api", Key: "192.0.2.3", Allowed: true})
+	if _, err := red.Set(context.Background(), []string{"api"}, 0.5, time.Minute, "drill"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ops.NewAdmin(ops.AdminConfig{Detector: det, Offenders: top, Stats: stats, Reductions: red}))
+	defer srv.Close()
+
+	resp, body := fetch(t, srv.URL+"/v1/admin/top?rule=api&n=1")
+	var tr ops.TopResponse
+	if err := json.Unmarshal([]byte(body), &tr); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("top: %d %s", resp.StatusCode, body)
+	}
+	if tr.Keys != "fingerprint" || len(tr.Rules["api"]) != 1 || tr.Rules["api"][0] != (ops.Entry{Key: httplimit.Fingerprint("192.0.2.1"), Count: 3}) {
+		t.Fatalf("top: %+v", tr)
+	}
+	if resp, _ := fetch(t, srv.URL+"/v1/admin/top?n=0"); resp.StatusCode != 400 {
+		t.Fatalf("top?n=0: %d", resp.StatusCode)
+	}
+
+	_, body = fetch(t, srv.URL+"/v1/admin/alerts")
+	var ar ops.AlertsResponse
+	json.Unmarshal([]byte(body), &ar)
+	if len(ar.Alerts) != 1 || ar.Alerts[0].Key != httplimit.Fingerprint("192.0.2.1") || len(ar.Blocks) != 1 ||
+		!ar.Blocks[0].Until.Equal(clk.Now().Add(time.Minute)) {
+		t.Fatalf("alerts: %s", body)
+	}
+
+	_, body = fetch(t, srv.URL+"/v1/admin/reductions")
+	if !strings.Contains(body, `"policy":"api","factor":0.5`) || !strings.Contains(body, `"reason":"drill"`) {
+		t.Fatalf("reductions: %s", body)
+	}
+
+	resp, body = fetch(t, srv.URL+"/dashboard/data.json")
+	var d ops.DashboardData
+	if err := json.Unmarshal([]byte(body), &d); err != nil || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("data.json: %v %s", err, body)
+	}
+	if d.Stats.Totals.Limited != 4 || d.Stats.Totals.Allowed != 1 || len(d.Top.Rules["api"]) != 2 || len(d.Reductions) != 1 || len(d.Alerts.Alerts) != 1 {
+		t.Fatalf("data.json: %s", body)
+	}
+
+	if resp, _ := fetch(t, srv.URL+"/dashboard"); resp.StatusCode != 301 || resp.Header.Get("Location") != "/dashboard/" {
+		t.Fatalf("/dashboard: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, page := fetch(t, srv.URL+"/dashboard/")
+	if resp.StatusCode != 200 || !strings.Contains(page, `<script src="app.js"></script>`) ||
+		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+		t.Fatalf("/dashboard/: %d %v", resp.StatusCode, resp.Header)
+	}
+	// Nothing on the page points outside the admin listener: the only
+	// absolute URL is the SVG namespace, an identifier, never fetched.
+	abs := regexp.MustCompile(`https?://[^\s"'<>)]+`)
+	for _, f := range []string{"/dashboard/", "/dashboard/app.js", "/dashboard/style.css"} {
+		resp, text := fetch(t, srv.URL+f)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", f, resp.StatusCode)
+		}
+		for _, u := range abs.FindAllString(text, -1) {
+			if u != "http://www.w3.org/2000/svg" {
+				t.Fatalf("%s refers to %s", f, u)
+			}
+		}
+	}
+
+	// The reduction gauge.
+	if n := testutil.CollectAndCount(red, "floodgate_capacity_factor"); n != 1 {
+		t.Fatalf("%d floodgate_capacity_factor series", n)
+	}
+	clk.Advance(time.Minute)
+	if n := testutil.CollectAndCount(red, "floodgate_capacity_factor"); n != 0 {
+		t.Fatalf("%d floodgate_capacity_factor series after the end", n)
+	}
+
+	// Parts left out answer 404.
+	empty := httptest.NewServer(ops.NewAdmin(ops.AdminConfig{}))
+	defer empty.Close()
+	for _, p := range []string{"/v1/admin/top", "/v1/admin/alerts", "/v1/admin/reductions"} {
+		if resp, _ := fetch(t, empty.URL+p); resp.StatusCode != 404 {
+			t.Fatalf("%s without its part: %d", p, resp.StatusCode)
+		}
+	}
+}
