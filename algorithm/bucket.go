@@ -43,8 +43,9 @@ func GCRA(s State, now int64, p Params, cost int64) (State, Result) {
 // now, the result for cost and the debt after it.
 func bucket(debt int64, p Params, cost int64) (Result, int64) {
 	full := p.Capacity * p.Window
-	avail := max((full-debt)/p.Window, 0)
-	r := Result{Remaining: avail, ResetAfter: nextUnit(debt, full, p)}
+	tokens := full - debt // scaled by W
+	avail, frac := max(tokens/p.Window, 0), tokens%p.Window
+	r := Result{Remaining: avail, ResetAfter: nextUnit(debt, full, frac, p)}
 	c := max(cost, 1)
 	if c > avail {
 		r.RetryAfter = ceilDiv(debt+c*p.Window-full, p.Quota)
@@ -54,19 +55,20 @@ func bucket(debt int64, p Params, cost int64) (Result, int64) {
 	if cost == 0 {
 		return r, debt
 	}
+	// Spending whole units leaves the fraction as it was.
 	debt += cost * p.Window
 	r.Remaining = avail - cost
-	r.ResetAfter = nextUnit(debt, full, p)
+	r.ResetAfter = nextUnit(debt, full, frac, p)
 	return r, debt
 }
 
 // nextUnit is the time (µs) until the token count reaches its next whole
-// unit; 0 when the bucket is full.
-func nextUnit(debt, full int64, p Params) int64 {
+// unit; 0 when the bucket is full. frac is the scaled tokens mod W.
+func nextUnit(debt, full, frac int64, p Params) int64 {
 	if debt <= 0 {
 		return 0
 	}
-	gap := p.Window - (full-debt)%p.Window
+	gap := p.Window - frac
 	if debt > full { // overdrawn: the quota was lowered, or GCRA's clock stepped back
 		gap = debt - full + p.Window
 	}

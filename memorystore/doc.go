@@ -3,11 +3,12 @@
 // store.
 //
 // Keys are spread over shards, each with its own lock, so unrelated keys do
-// not contend. Each key holds a short list of per-policy states; a state
+// not contend. The default clock reads only the monotonic clock (a wall
+// clock stepped by NTP does not disturb it). Each key holds a short list of per-policy states; a state
 // whose Expires has passed equals a fresh one, so expired keys are dropped
 // lazily on access and by a sweeper goroutine (stopped by Close). MaxKeys
-// bounds memory: when a shard is full, inserting a new key evicts a sampled
-// key with the earliest expiry, counted by Evictions. Evicting a live key
+// bounds memory: once that many keys are held, inserting a new key evicts a
+// sampled key with the earliest expiry, counted by Evictions. Evicting a live key
 // forgets its usage, which favours that client, so size MaxKeys above the
 // number of clients you expect within a window.
 //
