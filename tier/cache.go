@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,9 +42,15 @@ type CacheOptions struct {
 	// Logger receives one record when the source starts failing and one
 	// when it recovers, never one per request; default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock; default time.Now.
+	// Now is the clock; default time.Now. Without it, hits read a clock
+	// that a background goroutine advances every 50 ms (clockTick): entries
+	// may live up to that much past their TTL, and a hit costs no clock
+	// read, which is slow on some virtual machines.
 	Now func() time.Time
 }
+
+// clockTick is the resolution of the default clock of a hit.
+const clockTick = 50 * time.Millisecond
 
 // CacheStats are a Cache's counters since NewCache.
 type CacheStats struct {
@@ -83,6 +90,8 @@ type Cache struct {
 
 	mu        sync.Mutex // orders the outage log records
 	downSince time.Time
+
+	coarse *atomic.Int64 // Unix ns, advanced every clockTick; nil with CacheOptions.Now
 }
 
 type shard struct {
@@ -119,8 +128,10 @@ func NewCache(src Source, opts CacheOptions) *Cache {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	var coarse *atomic.Int64
 	if opts.Now == nil {
 		opts.Now = time.Now
+		coarse = startClock()
 	}
 	// As many shards as keep at least 64 entries each, so that the bound
 	// stays close to MaxEntries while hits spread over locks.
@@ -132,6 +143,14 @@ func NewCache(src Source, opts CacheOptions) *Cache {
 	for i := range c.shards {
 		c.shards[i].m = make(map[Hash]*record)
 	}
+	if coarse != nil {
+		c.coarse = coarse
+		// The ticking goroutine holds only the clock, so the Cache can be
+		// collected; the cleanup then stops the goroutine. No Close needed.
+		stop := make(chan struct{})
+		go tick(coarse, stop)
+		runtime.AddCleanup(c, func(stop chan struct{}) { close(stop) }, stop)
+	}
 	return c
 }
 
@@ -142,7 +161,12 @@ func NewCache(src Source, opts CacheOptions) *Cache {
 // ErrDisabledKey, ErrInvalidTier) are cached like entries, for NegativeTTL.
 // ctx bounds only this caller's wait, not the shared query.
 func (c *Cache) Lookup(ctx context.Context, h Hash) (Entry, error) {
-	now := c.opts.Now().UnixNano()
+	var now int64
+	if c.coarse != nil {
+		now = c.coarse.Load()
+	} else {
+		now = c.opts.Now().UnixNano()
+	}
 	sh := &c.shards[h[0]&c.mask]
 	sh.mu.RLock()
 	rec := sh.m[h]
@@ -175,6 +199,25 @@ func (c *Cache) miss(ctx context.Context, h Hash, rec *record, now int64) (Entry
 		return got.entry, got.err
 	case <-ctx.Done():
 		return Entry{}, ctx.Err()
+	}
+}
+
+func startClock() *atomic.Int64 {
+	c := new(atomic.Int64)
+	c.Store(time.Now().UnixNano())
+	return c
+}
+
+func tick(c *atomic.Int64, stop chan struct{}) {
+	t := time.NewTicker(clockTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			c.Store(time.Now().UnixNano())
+		case <-stop:
+			return
+		}
 	}
 }
 
