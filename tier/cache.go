@@ -96,11 +96,12 @@ type Cache struct {
 
 type shard struct {
 	mu sync.RWMutex
-	m  map[Hash]*record
+	m  map[Hash]record // by value: one pointer hop fewer on a hit
 	_  [128 - 32]byte // one shard per cache line pair: hits on different shards do not contend
 }
 
-// record is one cached answer, never modified once stored.
+// record is one cached answer. The zero record, which a map read returns
+// for an absent key, is expired and past MaxStale.
 type record struct {
 	entry      Entry
 	err        error // nil, or an answer: ErrUnknownKey, ErrDisabledKey, ErrInvalidTier
@@ -141,7 +142,7 @@ func NewCache(src Source, opts CacheOptions) *Cache {
 	}
 	c := &Cache{src: src, opts: opts, shards: make([]shard, n), mask: uint8(n - 1), per: opts.MaxEntries / n}
 	for i := range c.shards {
-		c.shards[i].m = make(map[Hash]*record)
+		c.shards[i].m = make(map[Hash]record)
 	}
 	if coarse != nil {
 		c.coarse = coarse
@@ -171,7 +172,7 @@ func (c *Cache) Lookup(ctx context.Context, h Hash) (Entry, error) {
 	sh.mu.RLock()
 	rec := sh.m[h]
 	sh.mu.RUnlock()
-	if rec != nil && now < rec.expires {
+	if now < rec.expires {
 		return rec.entry, rec.err
 	}
 	return c.miss(ctx, h, rec, now)
@@ -179,7 +180,7 @@ func (c *Cache) Lookup(ctx context.Context, h Hash) (Entry, error) {
 
 // miss is Lookup's slow path, apart so that h escapes to the heap (as the
 // singleflight key) only on a miss, not on every hit.
-func (c *Cache) miss(ctx context.Context, h Hash, rec *record, now int64) (Entry, error) {
+func (c *Cache) miss(ctx context.Context, h Hash, rec record, now int64) (Entry, error) {
 	c.misses.Add(1)
 
 	if c.down.Load() {
@@ -195,7 +196,7 @@ func (c *Cache) miss(ctx context.Context, h Hash, rec *record, now int64) (Entry
 		if res.Err != nil {
 			return c.fallback(rec, c.opts.Now().UnixNano(), res.Err)
 		}
-		got := res.Val.(*record)
+		got := res.Val.(record)
 		return got.entry, got.err
 	case <-ctx.Done():
 		return Entry{}, ctx.Err()
@@ -224,8 +225,8 @@ func tick(c *atomic.Int64, stop chan struct{}) {
 var errOutage = errors.New("tier: source unavailable, waiting to retry")
 
 // fallback answers with rec when it is within MaxStale, else with err.
-func (c *Cache) fallback(rec *record, now int64, err error) (Entry, error) {
-	if rec != nil && now < rec.staleUntil {
+func (c *Cache) fallback(rec record, now int64, err error) (Entry, error) {
+	if now < rec.staleUntil {
 		c.stale.Add(1)
 		return rec.entry, rec.err
 	}
@@ -237,14 +238,14 @@ func (c *Cache) fallback(rec *record, now int64, err error) (Entry, error) {
 
 // fill queries the source for h and stores the answer. It runs once per
 // flight; the error it returns is a failure to answer.
-func (c *Cache) fill(ctx context.Context, h Hash) (*record, error) {
+func (c *Cache) fill(ctx context.Context, h Hash) (record, error) {
 	sh := &c.shards[h[0]&c.mask]
 	// A flight that ended between our miss and this one's start has
 	// already stored a fresh answer: use it rather than query again.
 	sh.mu.RLock()
 	rec := sh.m[h]
 	sh.mu.RUnlock()
-	if rec != nil && c.opts.Now().UnixNano() < rec.expires {
+	if c.opts.Now().UnixNano() < rec.expires {
 		return rec, nil
 	}
 
@@ -267,10 +268,10 @@ func (c *Cache) fill(ctx context.Context, h Hash) (*record, error) {
 		c.opts.Logger.Error("tier: key has an unusable tier", slog.String("key", h.ID()), slog.Any("error", err))
 	default:
 		c.failed(now, err)
-		return nil, err
+		return record{}, err
 	}
 	c.recovered(now)
-	rec = &record{entry: e, err: err, expires: now.Add(ttl).UnixNano(), staleUntil: stalePast(now.Add(ttl), c.opts.MaxStale)}
+	rec = record{entry: e, err: err, expires: now.Add(ttl).UnixNano(), staleUntil: stalePast(now.Add(ttl), c.opts.MaxStale)}
 	c.store(sh, h, rec)
 	return rec, nil
 }
@@ -288,7 +289,7 @@ func stalePast(expires time.Time, maxStale time.Duration) int64 {
 // store puts rec under h, evicting when the shard is full: among a few
 // sampled entries an expired one if any, else the first sampled. Go's
 // random map iteration order makes the sample random.
-func (c *Cache) store(sh *shard, h Hash, rec *record) {
+func (c *Cache) store(sh *shard, h Hash, rec record) {
 	now := c.opts.Now().UnixNano()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
