@@ -97,7 +97,7 @@ type Cache struct {
 type shard struct {
 	mu sync.RWMutex
 	m  map[Hash]record // by value: one pointer hop fewer on a hit
-	_  [128 - 32]byte // one shard per cache line pair: hits on different shards do not contend
+	_  [128 - 32]byte  // one shard per cache line pair: hits on different shards do not contend
 }
 
 // record is one cached answer. The zero record, which a map read returns
