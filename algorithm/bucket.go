@@ -44,11 +44,20 @@ func GCRA(s State, now int64, p Params, cost int64) (State, Result) {
 func bucket(debt int64, p Params, cost int64) (Result, int64) {
 	full := p.Capacity * p.Window
 	tokens := full - debt // scaled by W
-	avail, frac := max(tokens/p.Window, 0), tokens%p.Window
+	var avail, frac int64
+	if tokens >= p.Window {
+		avail, frac = tokens/p.Window, tokens%p.Window
+	} else if tokens > 0 {
+		frac = tokens // under one unit: no division needed on this busy path
+	}
 	r := Result{Remaining: avail, ResetAfter: nextUnit(debt, full, frac, p)}
 	c := max(cost, 1)
 	if c > avail {
-		r.RetryAfter = ceilDiv(debt+c*p.Window-full, p.Quota)
+		if c == avail+1 && debt <= full {
+			r.RetryAfter = r.ResetAfter // the next unit is exactly what is missing
+		} else {
+			r.RetryAfter = ceilDiv(debt+c*p.Window-full, p.Quota)
+		}
 		return r, debt
 	}
 	r.Allowed = true

@@ -157,50 +157,44 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	head := sh.m[key]
+	if len(policies) == 1 && head != nil && head.next == nil && head.log == nil && head.name == policies[0].Name {
+		// The common case, one policy on a key already held: decide and
+		// write in place.
+		p := &policies[0]
+		if cost > p.Capacity() {
+			return floodgate.CheckCost(cost, policies)
+		}
+		st, r := decide(head, p, now, cost)
+		setResult(&results[0], r)
+		if r.Allowed && cost > 0 {
+			head.state, head.exp = st, r.Expires
+		}
+		return nil
+	}
 	allowed := true
 	for i := range policies {
 		p := &policies[i]
-		capacity := p.Capacity()
-		if cost > capacity {
+		if cost > p.Capacity() {
 			return floodgate.CheckCost(cost, policies)
 		}
 		n := find(head, p.Name)
-		if n != nil && n.exp <= now {
-			n.state = algorithm.State{}
-			if n.log != nil {
-				*n.log = algorithm.Log{}
-			}
-		}
-		params := algorithm.Params{Quota: p.Quota, Capacity: capacity, Window: p.Window.Microseconds()}
 		var st algorithm.State
-		if n != nil {
-			st = n.state
-		}
 		var r algorithm.Result
-		switch p.Algorithm {
-		case floodgate.FixedWindow:
-			st, r = algorithm.FixedWindow(st, now, params, cost)
-		case floodgate.SlidingWindowCounter:
-			st, r = algorithm.SlidingWindowCounter(st, now, params, cost)
-		case floodgate.TokenBucket:
-			st, r = algorithm.TokenBucket(st, now, params, cost)
-		case floodgate.GCRA:
-			st, r = algorithm.GCRA(st, now, params, cost)
-		case floodgate.SlidingWindowLog:
+		if p.Algorithm == floodgate.SlidingWindowLog {
 			log := &algorithm.Log{}
 			if n != nil && n.log != nil {
+				if n.exp <= now {
+					*n.log = algorithm.Log{}
+				}
 				log = n.log
 			}
-			r = log.Take(now, params, cost)
+			r = log.Take(now, params(p), cost)
+		} else {
+			st, r = decide(n, p, now, cost)
 		}
 		allowed = allowed && r.Allowed
 		pend = append(pend, pending{state: st, exp: r.Expires})
-		results[i] = floodgate.Result{
-			Allowed:    r.Allowed,
-			Remaining:  r.Remaining,
-			ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
-			RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
-		}
+		setResult(&results[i], r)
 	}
 	if !allowed {
 		// All or nothing: the policies that would admit report their
@@ -248,6 +242,37 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 		sh.m[key] = head
 	}
 	return nil
+}
+
+// decide runs p's algorithm on n's state (a fresh one if n is nil or
+// expired) without writing anything.
+func decide(n *node, p *floodgate.Policy, now, cost int64) (algorithm.State, algorithm.Result) {
+	var st algorithm.State
+	if n != nil && n.exp > now {
+		st = n.state
+	}
+	switch p.Algorithm {
+	case floodgate.FixedWindow:
+		return algorithm.FixedWindow(st, now, params(p), cost)
+	case floodgate.SlidingWindowCounter:
+		return algorithm.SlidingWindowCounter(st, now, params(p), cost)
+	case floodgate.TokenBucket:
+		return algorithm.TokenBucket(st, now, params(p), cost)
+	default:
+		return algorithm.GCRA(st, now, params(p), cost)
+	}
+}
+
+func params(p *floodgate.Policy) algorithm.Params {
+	return algorithm.Params{Quota: p.Quota, Capacity: p.Capacity(), Window: p.Window.Microseconds()}
+}
+
+// setResult writes r's numbers into res, leaving res.Policy to the caller.
+func setResult(res *floodgate.Result, r algorithm.Result) {
+	res.Allowed = r.Allowed
+	res.Remaining = r.Remaining
+	res.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
+	res.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
 }
 
 type pending struct {
