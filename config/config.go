@@ -71,6 +71,9 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful shutdown; default 10s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	Log             Log      `yaml:"log"`
+	// Ops configures abuse detection, the alert webhook, the dashboard
+	// and capacity reductions (ops.go).
+	Ops Ops `yaml:"ops"`
 
 	// policies holds the compiled Policies, filled by validation.
 	policies map[string]floodgate.Policy
@@ -210,6 +213,8 @@ type Rule struct {
 	FailureMode string `yaml:"failure_mode"`
 	// Skip never limits matching requests (checked before all rules).
 	Skip bool `yaml:"skip"`
+	// Abuse overrides ops.abuse for this rule.
+	Abuse *Abuse `yaml:"abuse"`
 
 	line int // where the rule starts in the file
 }

@@ -61,6 +61,7 @@ func (v *validator) validate() {
 	v.store()
 	v.policies()
 	v.rules()
+	v.ops()
 	for i, s := range c.Skip {
 		if err := checkPattern(s); err != nil {
 			v.fail(fmt.Sprintf("skip[%d]", i), "%v", err)

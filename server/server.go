@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,8 @@ type Server struct {
 	servers []*http.Server
 	addrs   map[Face]string
 	errc    chan error
+
+	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 }
 
 // Option configures a Server.
@@ -104,6 +107,10 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		s.closeFns = append(s.closeFns, s.local.(interface{ Close() error }).Close)
 	}
 	s.transport = newTransport()
+	if err := s.setupOps(cfg); err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	st, err := s.build(cfg)
 	if err != nil {
 		s.closeStore()
@@ -198,7 +205,8 @@ func (s *Server) Start() error {
 	var binds []*bind
 	add := func(f Face, addr string) {
 		for _, b := range binds {
-			if b.addr == addr {
+			// ":0" asks for a fresh port each time, so it is never shared.
+			if b.addr == addr && !strings.HasSuffix(addr, ":0") {
 				b.faces = append(b.faces, f)
 				return
 			}
@@ -269,6 +277,7 @@ func (s *Server) route(mux *http.ServeMux, f Face) {
 		mux.HandleFunc("GET /healthz", s.handleHealthz)
 		mux.HandleFunc("GET /readyz", s.handleReadyz)
 		mux.HandleFunc("POST /-/reload", s.handleReload)
+		s.mountOps(mux)
 	}
 }
 

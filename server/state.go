@@ -111,6 +111,9 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 			st.rules[r.Name] = ls
 		}
 	}
+	if err := s.opsHooks(cfg, &hc); err != nil {
+		return nil, err
+	}
 	if st.mw, err = httplimit.New(hc); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

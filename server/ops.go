@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/ops"
+)
+
+// opsParts are the operations features (package ops): built once at New,
+// their abuse rules updated by every Apply.
+type opsParts struct {
+	stats     *ops.Stats
+	offenders *ops.Offenders
+	detector  *ops.Detector
+	red       *ops.Reductions
+	admin     *ops.Admin
+}
+
+// setupOps builds the operations features for cfg and registers their
+// metrics. Reductions live in Redis when ops.reductions says so, through
+// a client of their own, so every replica sees them.
+func (s *Server) setupOps(cfg *config.Config) error {
+	o := &opsParts{
+		stats:     ops.NewStats(ops.StatsConfig{}),
+		offenders: ops.NewOffenders(ops.OffendersConfig{RawKeys: cfg.Ops.RawKeys}),
+	}
+	def, rules := abuseRules(cfg)
+	dc := ops.DetectorConfig{
+		Default: def, Rules: rules, RawKeys: cfg.Ops.RawKeys,
+		Logger: s.logger, Registerer: s.reg, OnBlocked: o.stats.ObserveBlocked,
+	}
+	if w := cfg.Ops.Webhook; w.URL != "" {
+		dc.Webhook = &ops.WebhookConfig{URL: w.URL, Headers: w.Headers, Timeout: w.Timeout.D(), Attempts: w.Attempts}
+	}
+	var err error
+	if o.detector, err = ops.NewDetector(dc); err != nil {
+		return fmt.Errorf("server: abuse detection: %w", err)
+	}
+	s.closeFns = append(s.closeFns, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return o.detector.Close(ctx)
+	})
+	rc := ops.ReductionsConfig{Logger: s.logger}
+	if cfg.Ops.Reductions == "redis" {
+		client, err := RedisClient(cfg.Store.Redis)
+		if err != nil {
+			return err
+		}
+		s.closeFns = append(s.closeFns, client.Close)
+		rc.Store = ops.NewRedisReductions(client, cfg.Store.Redis.Prefix)
+	}
+	o.red = ops.NewReductions(rc)
+	s.closeFns = append(s.closeFns, func() error { o.red.Close(); return nil })
+	for _, c := range []interface {
+		Describe(chan<- *prometheus.Desc)
+		Collect(chan<- prometheus.Metric)
+	}{o.offenders, o.red} {
+		if err := s.reg.Register(c); err != nil {
+			return fmt.Errorf("server: metrics: %w", err)
+		}
+	}
+	o.admin = ops.NewAdmin(ops.AdminConfig{
+		Detector: o.detector, Offenders: o.offenders, Stats: o.stats, Reductions: o.red,
+		KnownPolicies: func() []string { return sortedNames(s.state.Load().policies) },
+		Authorize:     func(w http.ResponseWriter, r *http.Request) bool { return s.authorized(w, r, s.state.Load()) },
+		Logger:        s.logger,
+	})
+	s.ops = o
+	return nil
+}
+
+// abuseRules maps the configuration's abuse sections to the detector's.
+func abuseRules(cfg *config.Config) (ops.AbuseRule, map[string]ops.AbuseRule) {
+	conv := func(a config.Abuse, part int) ops.AbuseRule {
+		r := ops.AbuseRule{Threshold: a.Threshold, Window: a.Window.D(), Block: a.Block.D(), Off: a.Off}
+		if part >= 0 {
+			r.Key = ops.KeyPart(part)
+		}
+		return r
+	}
+	rules := map[string]ops.AbuseRule{}
+	for i, r := range cfg.Rules {
+		if !r.Skip {
+			rules[r.Name] = conv(cfg.AbuseFor(i), cfg.AbuseKeyPart(i))
+		}
+	}
+	return conv(cfg.Ops.Abuse, -1), rules
+}
+
+// opsHooks puts the operations features into a middleware configuration
+// and brings the detector's rules up to date with cfg.
+func (s *Server) opsHooks(cfg *config.Config, hc *httplimit.Config) error {
+	if s.ops == nil {
+		return nil
+	}
+	def, rules := abuseRules(cfg)
+	if err := s.ops.detector.SetRules(def, rules); err != nil {
+		return fmt.Errorf("server: abuse detection: %w", err)
+	}
+	hc.Observer = ops.Observers{s.ops.detector, s.ops.offenders, s.ops.stats}
+	hc.Blocker = s.ops.detector
+	hc.Capacity = s.ops.red
+	return nil
+}
+
+// mountOps serves the admin routes of package ops on the admin listener:
+// /v1/admin/... and the dashboard.
+func (s *Server) mountOps(mux *http.ServeMux) {
+	if s.ops == nil {
+		return
+	}
+	for _, p := range s.ops.admin.Patterns() {
+		mux.Handle(p, s.ops.admin)
+	}
+}

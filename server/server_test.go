@@ -1,0 +1,668 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/memorystore"
+)
+
+// baseConfig has every face on loopback ports the system picks; %s is the
+// upstream URL.
+const baseConfig = `
+gateway:
+  listen: "127.0.0.1:0"
+  upstream: %q
+  timeout: 2s
+api:
+  listen: "127.0.0.1:0"
+forward_auth:
+  listen: "127.0.0.1:0"
+admin:
+  listen: "127.0.0.1:0"
+  token: admin-secret
+trusted_proxies: ["10.0.0.0/8"]
+log: {level: error}
+policies:
+  login: {algorithm: fixed-window, quota: 3, window: 1h}
+  api: {algorithm: sliding-window-log, quota: 5, window: 1h}
+  big: {algorithm: gcra, quota: 1000, window: 1s, burst: 10}
+rules:
+  - {match: "GET /healthz", skip: true}
+  - name: login
+    match: "POST /login"
+    key: "{ip}|{route}"
+    policies: [login]
+  - name: api
+    match: "/api/"
+    key: "{api_key}"
+    policies: [api]
+  - name: tenant
+    match: "/t/"
+    key: "{tenant}"
+    policies: [login]
+`
+
+type fixture struct {
+	srv      *Server
+	upstream *httptest.Server
+	file     string
+	hits     chan *http.Request
+}
+
+func (f *fixture) url(face Face, path string) string { return "http://" + f.srv.Addr(face) + path }
+
+// start runs a Server on the given YAML (with %s for the upstream URL,
+// when present) and an upstream that records what it receives.
+func start(t *testing.T, yaml string, opts ...Option) *fixture {
+	t.Helper()
+	f := &fixture{hits: make(chan *http.Request, 100)}
+	f.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case f.hits <- r.Clone(context.Background()):
+		default:
+		}
+		w.Header().Set("X-Upstream", "yes")
+		fmt.Fprintf(w, "upstream %s %s", r.Method, r.URL.Path)
+	}))
+	t.Cleanup(f.upstream.Close)
+	if strings.Contains(yaml, "%q") {
+		yaml = fmt.Sprintf(yaml, f.upstream.URL)
+	}
+	f.file = filepath.Join(t.TempDir(), "floodgate.yaml")
+	if err := os.WriteFile(f.file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(f.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)
+	f.srv, err = New(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.srv.Shutdown(ctx)
+	})
+	return f
+}
+
+func do(t *testing.T, method, url string, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+func TestGatewayLimitsAndHeaders(t *testing.T) {
+	f := start(t, baseConfig)
+	for i := 1; i <= 3; i++ {
+		resp, body := do(t, "POST", f.url(FaceGateway, "/login"), "")
+		if resp.StatusCode != 200 || body != "upstream POST /login" || resp.Header.Get("X-Upstream") != "yes" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("X-Ratelimit-Remaining"), fmt.Sprint(3-i); got != want {
+			t.Errorf("request %d: X-RateLimit-Remaining = %q, want %q", i, got, want)
+		}
+		if got := resp.Header.Get("Ratelimit-Policy"); got != `"login";q=3;w=3600` {
+			t.Errorf("RateLimit-Policy = %q", got)
+		}
+		if got := resp.Header.Get("Ratelimit"); !strings.HasPrefix(got, fmt.Sprintf(`"login";r=%d;t=`, 3-i)) {
+			t.Errorf("RateLimit = %q", got)
+		}
+	}
+	resp, body := do(t, "POST", f.url(FaceGateway, "/login"), "")
+	if resp.StatusCode != 429 {
+		t.Fatalf("4th login: %d", resp.StatusCode)
+	}
+	var p header.Problem
+	if err := json.Unmarshal([]byte(body), &p); err != nil || p.Status != 429 || len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "login" {
+		t.Errorf("429 body = %s (%v)", body, err)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Errorf("429 without Retry-After: %q", ra)
+	}
+	// Another route has its own counters; a skipped path gets no fields.
+	if resp, _ := do(t, "GET", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
+		t.Errorf("GET /login (no rule): %d %q", resp.StatusCode, resp.Header.Get("Ratelimit"))
+	}
+	if resp, _ := do(t, "GET", f.url(FaceGateway, "/healthz"), ""); resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit") != "" {
+		t.Errorf("skipped /healthz: %d, X-RateLimit-Limit %q", resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit"))
+	}
+}
+
+func TestGatewayForwardedHeaders(t *testing.T) {
+	f := start(t, baseConfig)
+	// The test client is 127.0.0.1, not a trusted proxy: its own
+	// X-Forwarded-For and X-Real-IP are dropped.
+	resp, _ := do(t, "GET", f.url(FaceGateway, "/x"), "", "X-Forwarded-For", "6.6.6.6", "X-Real-IP", "6.6.6.6", "X-Forwarded-Host", "evil")
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	r := <-f.hits
+	if got := r.Header.Get("X-Forwarded-For"); got != "127.0.0.1" {
+		t.Errorf("X-Forwarded-For = %q, want the peer only", got)
+	}
+	if got := r.Header.Get("X-Real-Ip"); got != "127.0.0.1" {
+		t.Errorf("X-Real-IP = %q", got)
+	}
+	if got := r.Header.Get("X-Forwarded-Host"); got != f.srv.Addr(FaceGateway) {
+		t.Errorf("X-Forwarded-Host = %q, want %q", got, f.srv.Addr(FaceGateway))
+	}
+	if got := r.Header.Get("X-Forwarded-Proto"); got != "http" {
+		t.Errorf("X-Forwarded-Proto = %q", got)
+	}
+}
+
+func TestSetForwardedFromTrustedProxy(t *testing.T) {
+	f := start(t, baseConfig)
+	st := f.srv.state.Load()
+	req := httptest.NewRequest("GET", "http://gw/x", nil)
+	req.RemoteAddr = "10.1.2.3:5555"
+	req.Header.Set("X-Forwarded-For", "203.0.113.9, 10.9.9.9")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	rec := httptest.NewRecorder()
+	st.gateway.ServeHTTP(rec, req)
+	r := <-f.hits
+	if got := r.Header.Get("X-Forwarded-For"); got != "203.0.113.9, 10.9.9.9, 10.1.2.3" {
+		t.Errorf("X-Forwarded-For = %q, want the chain with the peer appended", got)
+	}
+	if got := r.Header.Get("X-Real-Ip"); got != "203.0.113.9" {
+		t.Errorf("X-Real-IP = %q, want the first untrusted hop", got)
+	}
+	if got := r.Header.Get("X-Forwarded-Proto"); got != "https" {
+		t.Errorf("X-Forwarded-Proto = %q, want the trusted proxy's", got)
+	}
+}
+
+func TestGatewayStreamsBodies(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprint(w, "data: second\n\n")
+	}))
+	defer up.Close()
+	defer close(release)
+	f := start(t, fmt.Sprintf(baseConfig, up.URL))
+	resp, err := http.Get(f.url(FaceGateway, "/stream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "data: first\n" {
+		t.Fatalf("first event = %q, %v (not streamed?)", line, err)
+	}
+}
+
+func TestGatewayUpstreamDown(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	url := up.URL
+	up.Close()
+	f := start(t, fmt.Sprintf(baseConfig, url))
+	resp, body := do(t, "POST", f.url(FaceGateway, "/login"), "")
+	if resp.StatusCode != 502 || resp.Header.Get("Content-Type") != header.ProblemContentType {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if !strings.Contains(body, `"detail":"the upstream server did not answer: it refused the connection or cannot be reached"`) {
+		t.Errorf("body = %s", body)
+	}
+	if resp.Header.Get("X-Ratelimit-Remaining") != "2" {
+		t.Errorf("the rate-limit fields should still be there: %v", resp.Header)
+	}
+}
+
+func TestGatewayUpstreamTimeout(t *testing.T) {
+	block := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	defer close(block)
+	yaml := strings.Replace(fmt.Sprintf(baseConfig, up.URL), "timeout: 2s", "timeout: 100ms", 1)
+	f := start(t, yaml)
+	resp, body := do(t, "GET", f.url(FaceGateway, "/slow"), "")
+	if resp.StatusCode != 504 || !strings.Contains(body, "did not answer in time") {
+		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+}
+
+func check(t *testing.T, f *fixture, body string) (*http.Response, map[string]any) {
+	t.Helper()
+	resp, b := do(t, "POST", f.url(FaceAPI, "/v1/check"), body)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(b), &m); err != nil {
+		t.Fatalf("body %q: %v", b, err)
+	}
+	return resp, m
+}
+
+func TestAPICheck(t *testing.T) {
+	f := start(t, baseConfig)
+	for i := 1; i <= 5; i++ {
+		resp, m := check(t, f, `{"key":"user-1","rule":"api"}`)
+		if resp.StatusCode != 200 || m["allowed"] != true || m["remaining"] != float64(5-i) || m["policy"] != "api" || m["limit"] != float64(5) {
+			t.Fatalf("check %d: %d %v", i, resp.StatusCode, m)
+		}
+		if got := resp.Header.Get("Ratelimit-Policy"); got != `"api";q=5;w=3600` {
+			t.Errorf("RateLimit-Policy = %q", got)
+		}
+	}
+	resp, m := check(t, f, `{"key":"user-1","rule":"api"}`)
+	if m["allowed"] != false || m["retry_after"].(float64) < 1 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("6th check: %v, Retry-After %q", m, resp.Header.Get("Retry-After"))
+	}
+	results := m["results"].([]any)
+	r0 := results[0].(map[string]any)
+	if len(results) != 1 || r0["policy"] != "api" || r0["allowed"] != false || r0["window"] != float64(3600) || r0["unit"] != "requests" {
+		t.Errorf("results = %v", results)
+	}
+	// Policies by name, with a cost; another key has its own counters.
+	_, m = check(t, f, `{"key":"user-2","policies":["api","big"],"cost":4}`)
+	if m["allowed"] != true || len(m["results"].([]any)) != 2 {
+		t.Errorf("policies check: %v", m)
+	}
+	_, m = check(t, f, `{"key":"user-2","policies":["api","big"],"cost":2}`)
+	if m["allowed"] != false || m["policy"] != "api" {
+		t.Errorf("over quota by cost: %v", m)
+	}
+}
+
+func TestAPISharesCountersWithGateway(t *testing.T) {
+	f := start(t, baseConfig)
+	for i := 0; i < 3; i++ {
+		do(t, "POST", f.url(FaceGateway, "/login"), "")
+	}
+	resp, body := do(t, "GET", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin?rule=login"), "")
+	if resp.StatusCode != 200 || !strings.Contains(body, `"allowed":false`) || !strings.Contains(body, `"remaining":0`) {
+		t.Fatalf("peek: %d %s", resp.StatusCode, body)
+	}
+	if resp.Header.Get("Retry-After") != "" {
+		t.Errorf("a peek carries Retry-After")
+	}
+	// Reset needs the admin token, then frees the client.
+	if resp, _ := do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), ""); resp.StatusCode != 401 {
+		t.Errorf("reset without token: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), "", "Authorization", "Bearer wrong"); resp.StatusCode != 401 {
+		t.Errorf("reset with a wrong token: %d", resp.StatusCode)
+	}
+	resp, body = do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), "", "Authorization", "Bearer admin-secret")
+	if resp.StatusCode != 200 || body != `{"reset":true,"key":"127.0.0.1|POST /login","policies":["api","big","login"]}` {
+		t.Errorf("reset: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 200 {
+		t.Errorf("after reset: %d", resp.StatusCode)
+	}
+}
+
+func TestAPIPeekSpendsNothing(t *testing.T) {
+	f := start(t, baseConfig)
+	for i := 0; i < 3; i++ {
+		resp, body := do(t, "GET", f.url(FaceAPI, "/v1/limits/k?policies=api"), "")
+		if resp.StatusCode != 200 || !strings.Contains(body, `"remaining":5`) {
+			t.Fatalf("peek %d: %s", i, body)
+		}
+	}
+}
+
+func TestAPIBatch(t *testing.T) {
+	f := start(t, baseConfig)
+	resp, b := do(t, "POST", f.url(FaceAPI, "/v1/check"), `[{"key":"a","rule":"api"},{"key":"a","rule":"nope"},{"key":"b","policies":["login"],"cost":3}]`)
+	var out []map[string]any
+	if err := json.Unmarshal([]byte(b), &out); err != nil || resp.StatusCode != 200 || len(out) != 3 {
+		t.Fatalf("%d %s %v", resp.StatusCode, b, err)
+	}
+	if out[0]["allowed"] != true || out[0]["remaining"] != float64(4) {
+		t.Errorf("[0] = %v", out[0])
+	}
+	if e, ok := out[1]["error"].(map[string]any); !ok || e["status"] != float64(400) || !strings.Contains(e["detail"].(string), `unknown rule "nope"`) {
+		t.Errorf("[1] = %v", out[1])
+	}
+	if out[2]["allowed"] != true || out[2]["remaining"] != float64(0) {
+		t.Errorf("[2] = %v", out[2])
+	}
+	big := "[" + strings.Repeat(`{"key":"a","rule":"api"},`, 100) + `{"key":"a","rule":"api"}]`
+	if resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), big); resp.StatusCode != 400 || !strings.Contains(body, "at most 100 checks") {
+		t.Errorf("oversized batch: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestAPIBadRequests(t *testing.T) {
+	f := start(t, baseConfig)
+	for _, tc := range []struct{ body, detail string }{
+		{``, `empty body: send a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}`},
+		{`{"key":`, `body is not valid JSON: it ends too early`},
+		{`{"key":"a",}`, `body is not valid JSON at byte 12: invalid character '}' looking for beginning of object key string`},
+		{`{"key":"a","rule":"api","colour":"red"}`, `body: unknown field \"colour\"`},
+		{`{"key":"a","rule":"api","cost":"two"}`, `field \"cost\": want a whole number, got a JSON string`},
+		{`{"rule":"api"}`, `key is required: the partition key to count under, e.g. a user ID`},
+		{`{"key":"a"}`, `give rule (a configured rule's name) or policies (a list of policy names)`},
+		{`{"key":"a","rule":"api","policies":["api"]}`, `give rule or policies, not both`},
+		{`{"key":"a","rule":"nope"}`, `unknown rule \"nope\" (rules with rate policies: api, login, tenant)`},
+		{`{"key":"a","policies":["nope"]}`, `unknown policy \"nope\" (defined: api, big, login)`},
+		{`{"key":"a","policies":["api","api"]}`, `policy name \"api\" used twice`},
+		{`{"key":"a","rule":"api","cost":0}`, `cost must be within 1..1000000 (api.max_cost), got 0; peek with GET /v1/limits/{key}`},
+		{`{"key":"a","rule":"api","cost":-3}`, `cost must be within 1..1000000 (api.max_cost), got -3; peek with GET /v1/limits/{key}`},
+		{`{"key":"a","rule":"api","cost":99999999999}`, `cost must be within 1..1000000 (api.max_cost), got 99999999999; peek with GET /v1/limits/{key}`},
+		{`{"key":"a","rule":"api","cost":6}`, `cost exceeds quota: cost 6, policy \"api\" admits at most 5 at once`},
+		{`{"key":"a","rule":"api"} {}`, `body has more than one JSON value`},
+	} {
+		resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), tc.body)
+		want := `{"title":"Bad Request","status":400,"detail":"` + tc.detail + `"}`
+		if resp.StatusCode != 400 || body != want || resp.Header.Get("Content-Type") != header.ProblemContentType {
+			t.Errorf("body %q:\n got %d %s\nwant 400 %s", tc.body, resp.StatusCode, body, want)
+		}
+	}
+}
+
+func TestForwardAuth(t *testing.T) {
+	f := start(t, baseConfig)
+	st := f.srv.state.Load()
+	ask := func(nginx bool, hdr map[string]string) *httptest.ResponseRecorder {
+		path := "/v1/auth"
+		if nginx {
+			path = "/v1/auth/nginx"
+		}
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = "10.0.0.5:1234"
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		f.srv.handleAuth(rec, req, nginx)
+		_ = st
+		return rec
+	}
+	traefik := map[string]string{"X-Forwarded-Method": "POST", "X-Forwarded-Uri": "/login?next=/", "X-Forwarded-For": "198.51.100.7"}
+	for i := 1; i <= 3; i++ {
+		rec := ask(false, traefik)
+		if rec.Code != 200 || rec.Header().Get("X-Ratelimit-Remaining") != fmt.Sprint(3-i) {
+			t.Fatalf("auth %d: %d %v", i, rec.Code, rec.Header())
+		}
+	}
+	rec := ask(false, traefik)
+	if rec.Code != 429 || rec.Header().Get("Retry-After") == "" || !strings.HasPrefix(rec.Header().Get("Ratelimit"), `"login";r=0;t=`) {
+		t.Errorf("4th auth: %d %v", rec.Code, rec.Header())
+	}
+	// nginx mode: the same client, now refused with 403 and the fields.
+	nginx := map[string]string{"X-Original-Method": "POST", "X-Original-URI": "/login", "X-Forwarded-For": "198.51.100.7"}
+	if rec := ask(true, nginx); rec.Code != 403 || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("nginx mode limited: %d %v", rec.Code, rec.Header())
+	}
+	// Another client is its own partition.
+	nginx["X-Forwarded-For"] = "198.51.100.8"
+	if rec := ask(true, nginx); rec.Code != 200 {
+		t.Errorf("other client: %d", rec.Code)
+	}
+	// {tenant} is read from a trusted proxy.
+	ten := map[string]string{"X-Forwarded-Uri": "/t/x", "X-Tenant-Id": "acme", "X-Forwarded-For": "198.51.100.9"}
+	for i := 0; i < 3; i++ {
+		ask(false, ten)
+	}
+	ten["X-Forwarded-For"] = "198.51.100.10"
+	if rec := ask(false, ten); rec.Code != 429 {
+		t.Errorf("tenant key from a trusted proxy: %d, want the tenant's shared 429", rec.Code)
+	}
+	if rec := ask(false, map[string]string{"X-Forwarded-For": "1.2.3.4"}); rec.Code != 400 || !strings.Contains(rec.Body.String(), "missing X-Original-URI") {
+		t.Errorf("no URI: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestForwardAuthRefusesUntrustedPeers(t *testing.T) {
+	f := start(t, baseConfig)
+	resp, body := do(t, "GET", f.url(FaceForwardAuth, "/v1/auth"), "", "X-Forwarded-Uri", "/login", "X-Forwarded-Method", "POST")
+	if resp.StatusCode != 403 || !strings.Contains(body, "trusted proxies only") {
+		t.Errorf("standard mode: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = do(t, "GET", f.url(FaceForwardAuth, "/v1/auth/nginx"), "", "X-Original-URI", "/login")
+	if resp.StatusCode != 500 {
+		t.Errorf("nginx mode: %d, want 500 (403 means limited there)", resp.StatusCode)
+	}
+}
+
+func TestTenantFromUntrustedPeerIsIgnored(t *testing.T) {
+	f := start(t, baseConfig)
+	// The client sets X-Tenant-ID itself; it is not a trusted proxy, so all
+	// such requests share the "-" partition instead of choosing a tenant.
+	for i := 0; i < 3; i++ {
+		do(t, "GET", f.url(FaceGateway, "/t/a"), "", "X-Tenant-ID", fmt.Sprint("t", i))
+	}
+	if resp, _ := do(t, "GET", f.url(FaceGateway, "/t/a"), "", "X-Tenant-ID", "fresh"); resp.StatusCode != 429 {
+		t.Errorf("a forged tenant got its own partition: %d", resp.StatusCode)
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	failing := errors.New("connection refused")
+	var mu sync.Mutex
+	var pingErr error
+	ping := func(context.Context) error { mu.Lock(); defer mu.Unlock(); return pingErr }
+	store := memorystore.New()
+	defer store.Close()
+	f := start(t, baseConfig, WithStore(store, ping))
+	if resp, body := do(t, "GET", f.url(FaceAdmin, "/healthz"), ""); resp.StatusCode != 200 || body != `{"status":"ok"}` {
+		t.Errorf("healthz: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 200 {
+		t.Errorf("readyz: %d", resp.StatusCode)
+	}
+	mu.Lock()
+	pingErr = failing
+	mu.Unlock()
+	if resp, body := do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 || !strings.Contains(body, "does not answer") {
+		t.Errorf("readyz with the store down: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, "GET", f.url(FaceAdmin, "/metrics"), ""); resp.StatusCode != 401 {
+		t.Errorf("metrics without the token: %d", resp.StatusCode)
+	}
+	do(t, "POST", f.url(FaceGateway, "/login"), "")
+	check(t, f, `{"key":"m","rule":"api"}`)
+	resp, body := do(t, "GET", f.url(FaceAdmin, "/metrics"), "", "Authorization", "Bearer admin-secret")
+	if resp.StatusCode != 200 {
+		t.Fatalf("metrics: %d", resp.StatusCode)
+	}
+	for _, want := range []string{
+		`floodgate_decisions_total{outcome="allowed",policy="",rule="login"} 1`,
+		`floodgate_api_checks_total{outcome="allowed"} 1`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+const reloadedConfig = `
+gateway: {listen: "127.0.0.1:0", upstream: %q}
+api: {listen: "127.0.0.1:0"}
+forward_auth: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", token: admin-secret}
+trusted_proxies: ["10.0.0.0/8"]
+log: {level: error}
+policies:
+  login: {algorithm: fixed-window, quota: 4, window: 1h}
+rules:
+  - {name: login, match: "POST /login", key: "{ip}|{route}", policies: [login]}
+`
+
+func TestReloadKeepsCounters(t *testing.T) {
+	f := start(t, baseConfig)
+	for i := 0; i < 3; i++ {
+		do(t, "POST", f.url(FaceGateway, "/login"), "")
+	}
+	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
+		t.Fatalf("before reload: %d", resp.StatusCode)
+	}
+	// A broken file is rejected and the old rules keep serving.
+	os.WriteFile(f.file, []byte("policies: {login: {quota: nope}}\n"), 0o644)
+	err := f.srv.Reload()
+	var errs config.Errors
+	if !errors.As(err, &errs) || !strings.Contains(err.Error(), `policies.login.quota: want a whole number, got "nope"`) {
+		t.Fatalf("bad reload: %v", err)
+	}
+	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
+		t.Errorf("after a rejected reload: %d", resp.StatusCode)
+	}
+	// Quota 3 -> 4: the 3 requests already counted still count.
+	os.WriteFile(f.file, []byte(fmt.Sprintf(reloadedConfig, f.upstream.URL)), 0o644)
+	if err := f.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), "")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Remaining") != "0" || resp.Header.Get("X-Ratelimit-Limit") != "4" {
+		t.Errorf("after reload: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
+		t.Errorf("5th after reload: %d", resp.StatusCode)
+	}
+	// The reload endpoint needs the token and reports a rejected file.
+	if resp, _ := do(t, "POST", f.url(FaceAdmin, "/-/reload"), ""); resp.StatusCode != 401 {
+		t.Errorf("reload without token: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, "POST", f.url(FaceAdmin, "/-/reload"), "", "Authorization", "Bearer admin-secret"); resp.StatusCode != 200 {
+		t.Errorf("reload endpoint: %d", resp.StatusCode)
+	}
+}
+
+func TestWatchReloadsOnFileChange(t *testing.T) {
+	f := start(t, baseConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.srv.Watch(ctx, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // let the watch start
+	// Editors replace files by renaming a new one over them.
+	tmp := f.file + ".tmp"
+	os.WriteFile(tmp, []byte(fmt.Sprintf(reloadedConfig, f.upstream.URL)), 0o644)
+	os.Rename(tmp, f.file)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if p, ok := f.srv.Config().Policy("login"); ok && p.Quota == 4 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the file change was not applied within 5s")
+}
+
+func TestGracefulShutdownFinishesRequests(t *testing.T) {
+	entered := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		time.Sleep(200 * time.Millisecond)
+		fmt.Fprint(w, "done")
+	}))
+	defer up.Close()
+	cfg, err := config.Parse("t.yaml", []byte(fmt.Sprintf(baseConfig, up.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + srv.Addr(FaceGateway) + "/slow")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- string(b)
+	}()
+	select {
+	case <-entered:
+	case b := <-got:
+		t.Fatalf("the request ended before reaching the upstream: %q", b)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not reach the upstream")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; b != "done" {
+		t.Errorf("in-flight request got %q", b)
+	}
+	if _, err := http.Get("http://" + srv.Addr(FaceGateway) + "/x"); err == nil {
+		t.Error("still accepting after shutdown")
+	}
+}
+
+func TestFailClosedStoreAnswers503(t *testing.T) {
+	f := start(t, baseConfig, WithStore(brokenStore{}, nil))
+	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 503 {
+		t.Errorf("gateway: %d, want 503 (fail-closed)", resp.StatusCode)
+	}
+	resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), `{"key":"a","rule":"api"}`)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "unavailable (fail-closed)") {
+		t.Errorf("api: %d %s", resp.StatusCode, body)
+	}
+}
+
+type brokenStore struct{}
+
+func (brokenStore) Take(context.Context, string, int64, []floodgate.Policy, []floodgate.Result) error {
+	return fmt.Errorf("%w: dial tcp: connection refused", floodgate.ErrStoreUnavailable)
+}
+func (brokenStore) Reset(context.Context, string, []floodgate.Policy) error {
+	return floodgate.ErrStoreUnavailable
+}
+
+func TestAppendDecisionIsJSON(t *testing.T) {
+	d := floodgate.Decision{Allowed: true, Results: []floodgate.Result{{Policy: floodgate.Policy{Name: "p", Quota: 10, Window: time.Minute}, Allowed: true, Remaining: 9, ResetAfter: 6 * time.Second}}}
+	d.Policy, d.Remaining = d.Results[0].Policy, 9
+	b := appendDecision(nil, "ke\"y\n\u2028<é>", d)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if m["key"] != "ke\"y\n\u2028<é>" || m["remaining"] != float64(9) || m["reset"] != float64(54) { // r/t capped at q/w: 9 per 54 s
+		t.Errorf("%s", b)
+	}
+}
