@@ -373,18 +373,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if ru.plan != nil {
 		key, plan, err := ru.plan(r)
-		var rej *Reject
-		switch {
-		case errors.As(err, &rej):
-			problem(w, rej.Status, rej.Problem)
-			return
-		case err != nil && (ru.failure == floodgate.FailOpen || ru.failure == floodgate.FailToLocal):
-			m.metrics.storeError(ru.name)
-			next.ServeHTTP(w, r)
-			return
-		case err != nil:
-			m.metrics.storeError(ru.name)
-			m.unavailable(w, r, ru, err)
+		if err != nil {
+			m.planFailed(w, r, ru, next, err)
 			return
 		}
 		lim, err := ru.limitsFor(plan)
@@ -403,6 +393,22 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 	}
 	next.ServeHTTP(w, r)
+}
+
+// planFailed answers a request whose Plan func failed: a *Reject as it
+// says, otherwise a failing source, by the rule's failure mode.
+func (m *Middleware) planFailed(w http.ResponseWriter, r *http.Request, ru *rule, next http.Handler, err error) {
+	var rej *Reject
+	switch {
+	case errors.As(err, &rej):
+		problem(w, rej.Status, rej.Problem)
+	case ru.failure == floodgate.FailOpen || ru.failure == floodgate.FailToLocal:
+		m.metrics.storeError(ru.name)
+		next.ServeHTTP(w, r)
+	default:
+		m.metrics.storeError(ru.name)
+		m.unavailable(w, r, ru, err)
+	}
 }
 
 func (m *Middleware) allowListed(a netip.Addr) bool {
