@@ -74,7 +74,7 @@ rules:
 
 type wrkResult struct {
 	ok, limited, server, other, noRetryAfter, withRateLimit, socketErrors int
-	raw                                                                    string
+	raw                                                                   string
 }
 
 func runWrk(t *testing.T, wrk, url string, d time.Duration) wrkResult {
