@@ -1,0 +1,71 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// redisAddr is the standalone Redis of scripts/services-up.sh.
+func redisAddr(t *testing.T) string {
+	t.Helper()
+	if a := os.Getenv("FLOODGATE_TEST_REDIS"); a != "" {
+		return a
+	}
+	if testing.Short() {
+		t.Skip("FLOODGATE_TEST_REDIS not set (-short)")
+	}
+	t.Fatal("FLOODGATE_TEST_REDIS is not set: run scripts/services-up.sh and load /tmp/floodgate-test/env")
+	return ""
+}
+
+const redisConfig = `
+api: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+log: {level: error}
+store:
+  type: redis
+  failure_mode: %s
+  redis: {url: "redis://%s/0", timeout: 200ms, prefix: "fgtest:%d:"}
+policies:
+  api: {algorithm: gcra, quota: 3, window: 1h}
+rules:
+  - {name: api, match: "/", policies: [api]}
+`
+
+func TestRedisStoreThroughAPI(t *testing.T) {
+	f := start(t, fmt.Sprintf(redisConfig, "fail-closed", redisAddr(t), time.Now().UnixNano()))
+	for i := 2; i >= 0; i-- {
+		_, m := check(t, f, `{"key":"r1","rule":"api"}`)
+		if m["allowed"] != true || m["remaining"] != float64(i) {
+			t.Fatalf("check: %v", m)
+		}
+	}
+	resp, m := check(t, f, `{"key":"r1","rule":"api"}`)
+	if m["allowed"] != false || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("4th: %v", m)
+	}
+	if resp, _ := do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 200 {
+		t.Errorf("readyz: %d", resp.StatusCode)
+	}
+}
+
+func TestRedisDown(t *testing.T) {
+	// Nothing listens on port 1: the daemon still starts, /readyz says
+	// 503, and each rule answers by its failure mode.
+	f := start(t, fmt.Sprintf(redisConfig, "fail-open", "127.0.0.1:1", 0))
+	if resp, _ := do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 {
+		t.Errorf("readyz with Redis down: %d", resp.StatusCode)
+	}
+	_, m := check(t, f, `{"key":"r","rule":"api"}`)
+	if m["allowed"] != true || m["degraded"] != true {
+		t.Errorf("fail-open check: %v", m)
+	}
+	f = start(t, fmt.Sprintf(redisConfig, "fail-closed", "127.0.0.1:1", 0))
+	resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), `{"key":"r","rule":"api"}`)
+	if resp.StatusCode != 503 || !strings.Contains(body, "fail-closed") {
+		t.Errorf("fail-closed check: %d %s", resp.StatusCode, body)
+	}
+}
