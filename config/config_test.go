@@ -254,3 +254,19 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestExamplesAreValid(t *testing.T) {
+	t.Setenv("FLOODGATE_ADMIN_TOKEN", "t")
+	t.Setenv("REDIS_PASSWORD", "p")
+	files, _ := filepath.Glob("../examples/*.yaml")
+	more, _ := filepath.Glob("../examples/*/floodgate.yaml")
+	files = append(files, more...)
+	if len(files) < 5 {
+		t.Fatalf("found only %v", files)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
