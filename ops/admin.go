@@ -29,11 +29,17 @@ type AdminConfig struct {
 	// Policies are the configured policy names; a reduction naming any
 	// other (except "*") is refused with 400. Empty accepts any name.
 	Policies []string
+	// KnownPolicies, if set, is asked instead of Policies on each request,
+	// for a daemon whose configuration can be reloaded.
+	KnownPolicies func() []string
 	// Token, when set, must come as "Authorization: Bearer <token>" on the
 	// routes that change something (POST and DELETE /v1/admin/reduce).
 	// The read-only routes and the dashboard are open: the admin listener
 	// is meant to be private (127.0.0.1 by default).
 	Token string
+	// Authorize, if set, replaces the Token check: it reports whether r may
+	// change something, having written the refusal itself when not.
+	Authorize func(w http.ResponseWriter, r *http.Request) bool
 	// TopN is how many offenders per rule the dashboard shows; default 10.
 	TopN int
 	// Logger gets a record per change made; default slog.Default().
@@ -111,6 +117,9 @@ func (a *Admin) Patterns() []string {
 }
 
 func (a *Admin) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if a.cfg.Authorize != nil {
+		return a.cfg.Authorize(w, r)
+	}
 	if a.cfg.Token == "" {
 		return true
 	}
@@ -147,9 +156,13 @@ func (a *Admin) reduce(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, `policies: name at least one policy, or "*" for all`)
 		return
 	}
+	known := a.cfg.Policies
+	if a.cfg.KnownPolicies != nil {
+		known = a.cfg.KnownPolicies()
+	}
 	for _, p := range req.Policies {
-		if p != AllPolicies && len(a.cfg.Policies) > 0 && !slices.Contains(a.cfg.Policies, p) {
-			writeProblem(w, http.StatusBadRequest, "policies: unknown policy "+strconv.Quote(p)+" (defined: "+strings.Join(a.cfg.Policies, ", ")+")")
+		if p != AllPolicies && len(known) > 0 && !slices.Contains(known, p) {
+			writeProblem(w, http.StatusBadRequest, "policies: unknown policy "+strconv.Quote(p)+" (defined: "+strings.Join(known, ", ")+")")
 			return
 		}
 	}

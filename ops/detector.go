@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -127,6 +128,7 @@ type Alert struct {
 // refusals (no client's fault) are not counted.
 type Detector struct {
 	cfg    DetectorConfig
+	rules  atomic.Pointer[ruleSet]
 	seed   maphash.Seed
 	shards [16]detShard
 
@@ -136,6 +138,11 @@ type Detector struct {
 
 	alertsTotal  *prometheus.CounterVec
 	blockedTotal *prometheus.CounterVec
+}
+
+type ruleSet struct {
+	def   AbuseRule
+	rules map[string]AbuseRule
 }
 
 type detShard struct {
@@ -159,19 +166,8 @@ type history struct {
 // webhook sender. Errors: a negative threshold, window or block; a bad
 // webhook URL; or a metrics registration error.
 func NewDetector(cfg DetectorConfig) (*Detector, error) {
-	check := func(name string, r AbuseRule) error {
-		if r.Threshold < 0 || r.Window < 0 || r.Block < 0 {
-			return fmt.Errorf("ops: abuse rule %q: threshold, window and block must not be negative", name)
-		}
-		return nil
-	}
-	if err := check("default", cfg.Default); err != nil {
+	if err := checkRules(cfg.Default, cfg.Rules); err != nil {
 		return nil, err
-	}
-	for n, r := range cfg.Rules {
-		if err := check(n, r); err != nil {
-			return nil, err
-		}
 	}
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 10_000
@@ -195,6 +191,7 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 			Name: "floodgate_abuse_blocked_total", Help: "Requests refused because their key was blocked after an abuse alert.",
 		}, []string{"rule"}),
 	}
+	d.rules.Store(&ruleSet{def: cfg.Default, rules: cfg.Rules})
 	for i := range d.shards {
 		d.shards[i].keys = make(map[ruleKey]*history)
 		d.shards[i].blocks = make(map[ruleKey]time.Time)
@@ -220,11 +217,41 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 	return d, nil
 }
 
+func checkRules(def AbuseRule, rules map[string]AbuseRule) error {
+	check := func(name string, r AbuseRule) error {
+		if r.Threshold < 0 || r.Window < 0 || r.Block < 0 {
+			return fmt.Errorf("ops: abuse rule %q: threshold, window and block must not be negative", name)
+		}
+		return nil
+	}
+	if err := check("default", def); err != nil {
+		return err
+	}
+	for n, r := range rules {
+		if err := check(n, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetRules replaces Default and Rules, e.g. on a configuration reload.
+// Counts, alerts and blocks already made are kept. It returns the same
+// errors as NewDetector for bad rules, changing nothing then.
+func (d *Detector) SetRules(def AbuseRule, rules map[string]AbuseRule) error {
+	if err := checkRules(def, rules); err != nil {
+		return err
+	}
+	d.rules.Store(&ruleSet{def: def, rules: rules})
+	return nil
+}
+
 // rule returns the settings in force for rule, with defaults filled in.
 func (d *Detector) rule(name string) AbuseRule {
-	r, ok := d.cfg.Rules[name]
+	rs := d.rules.Load()
+	r, ok := rs.rules[name]
 	if !ok {
-		r = d.cfg.Default
+		r = rs.def
 	}
 	if r.Threshold == 0 {
 		r.Threshold = DefaultAbuseThreshold
