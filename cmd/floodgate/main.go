@@ -4,6 +4,7 @@
 //	floodgate validate -c floodgate.yaml  print every configuration error, exit 1 if any
 //	floodgate loadtest URL                drive a URL and summarise statuses and Retry-After
 //	floodgate probe URL                   show what a response says about its rate limits
+//	floodgate reduce --factor 0.5 --for 10m  lower quotas for a while on a running daemon
 //	floodgate version
 package main
 
@@ -44,7 +45,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServe(), newValidate(), newVersion(), newLoadtest(), newProbe())
+	root.AddCommand(newServe(), newValidate(), newVersion(), newLoadtest(), newProbe(), newReduce())
 	root.SetErr(os.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintf(c.ErrOrStderr(), "floodgate: %v\n%s", err, c.UsageString())
