@@ -12,6 +12,9 @@ import (
 // metrics are the daemon's own collectors, next to the middleware's.
 type metrics struct {
 	checks         *prometheus.CounterVec
+	checkAllowed   prometheus.Counter // checks' children, resolved once for the hot path
+	checkDenied    prometheus.Counter
+	checkErrors    prometheus.Counter
 	auth           *prometheus.CounterVec
 	reloads        *prometheus.CounterVec
 	lastReload     prometheus.Gauge
@@ -42,6 +45,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	m.lastReload.SetToCurrentTime()
+	m.checkAllowed = m.checks.WithLabelValues("allowed")
+	m.checkDenied = m.checks.WithLabelValues("denied")
+	m.checkErrors = m.checks.WithLabelValues("error")
 	return m, nil
 }
 

@@ -50,9 +50,19 @@ func badRequest(format string, args ...any) *checkError {
 
 const maxBody = 1 << 20
 
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	buf := bodyPool.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 64<<10 {
+			buf.Reset()
+			bodyPool.Put(buf)
+		}
+	}()
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBody))
+	body := buf.Bytes()
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -68,14 +78,17 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req CheckRequest
-	if err := decodeStrict(body, &req); err != nil {
-		s.m.checks.WithLabelValues("error").Inc()
-		writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return
+	if !parseSimple(body, &req) {
+		req = CheckRequest{}
+		if err := decodeStrict(body, &req); err != nil {
+			s.m.checkErrors.Inc()
+			writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+			return
+		}
 	}
 	ls, d, cerr := s.check(r.Context(), st, &req)
 	if cerr != nil {
-		s.m.checks.WithLabelValues("error").Inc()
+		s.m.checkErrors.Inc()
 		if cerr.status == http.StatusServiceUnavailable {
 			w.Header().Set(header.FieldRetryAfter, "1")
 		}
@@ -89,9 +102,9 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) countCheck(d floodgate.Decision) {
 	if d.Allowed {
-		s.m.checks.WithLabelValues("allowed").Inc()
+		s.m.checkAllowed.Inc()
 	} else {
-		s.m.checks.WithLabelValues("denied").Inc()
+		s.m.checkDenied.Inc()
 	}
 }
 
@@ -133,7 +146,7 @@ func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *stat
 			b = append(b, ',')
 		}
 		if a.err != nil {
-			s.m.checks.WithLabelValues("error").Inc()
+			s.m.checkErrors.Inc()
 			p, _ := json.Marshal(header.Problem{Title: http.StatusText(a.err.status), Status: a.err.status, Detail: a.err.detail})
 			b = append(b, `{"error":`...)
 			b = append(b, p...)

@@ -37,8 +37,15 @@ func newTransport() *http.Transport {
 }
 
 func (s *Server) newProxy(target *url.URL, g *config.Gateway, res *clientip.Resolver) http.Handler {
-	timeout := g.Timeout.D()
-	p := &httputil.ReverseProxy{
+	// The header timeout lives in the transport, which is rebuilt only when
+	// it changes, so idle upstream connections survive other reloads.
+	if s.transport.ResponseHeaderTimeout != g.Timeout.D() {
+		old := s.transport
+		s.transport = newTransport()
+		s.transport.ResponseHeaderTimeout = g.Timeout.D()
+		old.CloseIdleConnections()
+	}
+	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			setForwarded(pr, res)
@@ -48,40 +55,7 @@ func (s *Server) newProxy(target *url.URL, g *config.Gateway, res *clientip.Reso
 		ErrorHandler:  s.upstreamError,
 		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
-	if timeout <= 0 {
-		return p
-	}
-	// The deadline covers waiting for the upstream's response headers; a
-	// body that streams for longer is left alone.
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithCancelCause(r.Context())
-		t := time.AfterFunc(timeout, func() { cancel(errUpstreamTimeout) })
-		defer cancel(nil)
-		p.ServeHTTP(&stopTimer{ResponseWriter: w, t: t}, r.WithContext(ctx))
-	})
 }
-
-var errUpstreamTimeout = errors.New("upstream timeout")
-
-// stopTimer stops the header timeout as soon as the response starts.
-type stopTimer struct {
-	http.ResponseWriter
-	t *time.Timer
-}
-
-func (s *stopTimer) WriteHeader(code int) {
-	if code >= 200 {
-		s.t.Stop()
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *stopTimer) Write(b []byte) (int, error) {
-	s.t.Stop()
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *stopTimer) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // setForwarded writes X-Forwarded-For/-Host/-Proto for the upstream. The
 // incoming values are kept only from a trusted proxy; from anyone else they
@@ -134,7 +108,8 @@ func setForwarded(pr *httputil.ProxyRequest, res *clientip.Resolver) {
 // answer in time, 502 otherwise, each as problem+json. The cause is
 // logged; the client learns its kind, not internal addresses.
 func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(context.Cause(r.Context()), errUpstreamTimeout) {
+	var ne net.Error
+	if r.Context().Err() == nil && errors.As(err, &ne) && ne.Timeout() {
 		s.m.upstreamErrors.WithLabelValues("timeout").Inc()
 		s.logger.Warn("upstream timed out", "path", r.URL.Path, "error", err)
 		writeProblem(w, http.StatusGatewayTimeout, "Gateway Timeout", "the upstream did not answer in time")

@@ -310,8 +310,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.demo != nil {
 		s.demo.close()
 	}
-	s.mu.Unlock()
 	s.transport.CloseIdleConnections()
+	s.mu.Unlock()
 	if err := s.closeStore(); err != nil {
 		errs = append(errs, err)
 	}

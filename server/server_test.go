@@ -666,3 +666,26 @@ func TestAppendDecisionIsJSON(t *testing.T) {
 		t.Errorf("%s", b)
 	}
 }
+
+// FuzzParseSimple checks the fast path against encoding/json: whenever it
+// accepts a body, the strict decoder accepts it too with the same result.
+func FuzzParseSimple(f *testing.F) {
+	for _, s := range []string{`{"key":"a","rule":"api"}`, `{"key":"a","policies":["x","y"],"cost":3}`, ` { "cost" : -1 , "key":"k" } `, `{}`, `{"key":"a\"b"}`, `{"cost":1.5}`, `{"policies":[]}`, `{"key":"é"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast CheckRequest
+		if !parseSimple(b, &fast) {
+			return
+		}
+		var strict CheckRequest
+		if err := decodeStrict(b, &strict); err != nil {
+			t.Fatalf("fast path accepted %q, strict decoder: %v", b, err)
+		}
+		fj, _ := json.Marshal(fast)
+		sj, _ := json.Marshal(strict)
+		if string(fj) != string(sj) {
+			t.Fatalf("%q: fast %s, strict %s", b, fj, sj)
+		}
+	})
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Daemon throughput with wrk, every process on this machine's cores
+# (docs/BENCHMARKS.md, "Daemon"):
+#   1. gateway: a plain httputil.ReverseProxy and Floodgate's gateway (memory
+#      store, one rule whose quota is never reached) in front of the same
+#      upstream; the gateway should reach >= 0.9x the plain proxy;
+#   2. decision API: POST /v1/check on the memory store (>= 30,000/s) and on
+#      the local Redis of scripts/services-up.sh (>= 25,000/s).
+#
+#   scripts/bench-daemon.sh                 # 10 s per run, 64 connections
+#   DURATION=5 CONNECTIONS=64 scripts/bench-daemon.sh
+#
+# Exit status 1 when a figure misses its target. Needs wrk (installed by
+# scripts/services-up.sh); the Redis run needs FLOODGATE_TEST_REDIS (load
+# /tmp/floodgate-test/env) and is skipped without it.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+dur=${DURATION:-10}
+conns=${CONNECTIONS:-64}
+threads=${THREADS:-2}
+base=${BASE_PORT:-18180}
+up=127.0.0.1:$base plain=127.0.0.1:$((base + 1)) gw=127.0.0.1:$((base + 2))
+api=127.0.0.1:$((base + 3)) apiredis=127.0.0.1:$((base + 4))
+
+die() { echo "bench-daemon: $*" >&2; exit 1; }
+command -v wrk >/dev/null || die "wrk is not installed: run scripts/services-up.sh"
+[[ -f /tmp/floodgate-test/env && -z ${FLOODGATE_TEST_REDIS:-} ]] && . /tmp/floodgate-test/env
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+wait_port() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  die "nothing listens on $1"
+}
+
+echo "building..." >&2
+go build -o "$work/floodgate" ./cmd/floodgate
+(cd bench && go test -c -o "$work/bench.test" .)
+
+FG_BENCH_UPSTREAM=$up "$work/bench.test" -test.run '^TestHelperUpstream$' >/dev/null 2>&1 & pids+=($!)
+FG_BENCH_PROXY=$plain FG_BENCH_PROXY_UPSTREAM=$up "$work/bench.test" -test.run '^TestHelperPlainProxy$' >/dev/null 2>&1 & pids+=($!)
+
+policies='policies:
+  roomy: {algorithm: gcra, quota: 1000000000, window: 1s}'
+cat >"$work/gateway.yaml" <<YAML
+gateway: {listen: "$gw", upstream: "http://$up"}
+api: {listen: "$api"}
+admin: {listen: "off"}
+log: {level: error}
+$policies
+rules:
+  - {name: all, match: "/", key: "{ip}", policies: [roomy]}
+YAML
+"$work/floodgate" serve --no-watch -c "$work/gateway.yaml" & pids+=($!)
+if [[ -n ${FLOODGATE_TEST_REDIS:-} ]]; then
+  cat >"$work/redis.yaml" <<YAML
+api: {listen: "$apiredis"}
+admin: {listen: "off"}
+log: {level: error}
+store: {type: redis, redis: {url: "redis://$FLOODGATE_TEST_REDIS/0", prefix: "fgbench:"}}
+$policies
+rules:
+  - {name: all, match: "/", policies: [roomy]}
+YAML
+  "$work/floodgate" serve --no-watch -c "$work/redis.yaml" & pids+=($!)
+  wait_port "$apiredis"
+fi
+for a in "$up" "$plain" "$gw" "$api"; do wait_port "$a"; done
+
+cat >"$work/check.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"key":"user-42","rule":"all"}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+
+# run NAME URL [wrk args...]: a 2 s warm-up, then the timed run; prints
+# requests/s and fails on any non-2xx answer or socket error.
+run() {
+  local name=$1 url=$2 out rps
+  shift 2
+  wrk -t"$threads" -c"$conns" -d2s "$@" "$url" >/dev/null
+  out=$(wrk -t"$threads" -c"$conns" -d"${dur}s" --latency "$@" "$url")
+  if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
+    echo "$out" >&2
+    die "$name: failed requests"
+  fi
+  rps=$(awk '/^Requests\/sec:/ {printf "%d", $2}' <<<"$out")
+  p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+  printf '%s %s %s\n' "$name" "$rps" "$p99"
+}
+
+echo "wrk -t$threads -c$conns -d${dur}s on $(nproc) cores ($(uname -m)), $(go env GOVERSION)" >&2
+results=$(
+  run plain-reverseproxy "http://$plain/api/items"
+  run floodgate-gateway "http://$gw/api/items"
+  run check-memory "http://$api/v1/check" -s "$work/check.lua"
+  if [[ -n ${FLOODGATE_TEST_REDIS:-} ]]; then
+    run check-redis "http://$apiredis/v1/check" -s "$work/check.lua"
+  fi
+)
+printf '%-20s %12s %10s\n' run requests/s p99
+while read -r name rps p99; do printf '%-20s %12s %10s\n' "$name" "$rps" "$p99"; done <<<"$results"
+
+get() { awk -v n="$1" '$1 == n {print $2}' <<<"$results"; }
+status=0
+ratio=$(awk -v a="$(get floodgate-gateway)" -v b="$(get plain-reverseproxy)" 'BEGIN {printf "%.2f", a / b}')
+echo "gateway / plain proxy: ${ratio}x (target >= 0.90)"
+awk -v r="$ratio" 'BEGIN {exit !(r >= 0.9)}' || { echo "MISSED: gateway ratio" >&2; status=1; }
+(($(get check-memory) >= 30000)) || { echo "MISSED: check-memory < 30000/s" >&2; status=1; }
+if [[ -n $(get check-redis) ]]; then
+  (($(get check-redis) >= 25000)) || { echo "MISSED: check-redis < 25000/s" >&2; status=1; }
+fi
+exit $status
