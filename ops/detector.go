@@ -364,10 +364,10 @@ func (d *Detector) raise(now time.Time, rule, policy, key string, r AbuseRule, u
 	d.alertsTotal.WithLabelValues(rule).Inc()
 	attrs := []slog.Attr{
 		slog.String("rule", rule), slog.String("policy", policy), slog.String("key", shown),
-		slog.Int("count", r.Threshold), slog.Duration("window", r.Window),
+		slog.Int("count", r.Threshold), slog.String("window", r.Window.String()),
 	}
 	if r.Block > 0 {
-		attrs = append(attrs, slog.Duration("blocked_for", r.Block))
+		attrs = append(attrs, slog.String("blocked_for", r.Block.String()))
 	}
 	d.cfg.Logger.LogAttrs(context.Background(), slog.LevelError, "abuse detected", attrs...)
 	d.alertsMu.Lock()
