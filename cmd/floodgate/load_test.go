@@ -189,7 +189,7 @@ func TestLoadtestCommand(t *testing.T) {
 	}
 	var b strings.Builder
 	printSummary(&b, res)
-	for _, want := range []string{"status  responses", "429 without Retry-After 0", "transport errors      0", "latency               p50"} {
+	for _, want := range []string{"status  responses", "429 without Retry-After 0\n", "transport errors        0\n", "latency                 p50"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}

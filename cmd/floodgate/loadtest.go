@@ -268,16 +268,18 @@ func printSummary(w io.Writer, r *loadResult) {
 	}
 	tw.Flush()
 	secs := r.elapsed.Seconds()
-	fmt.Fprintf(w, "\nresponses             %d in %.1fs (%.0f/s)\n", r.requests, secs, float64(r.requests)/secs)
-	fmt.Fprintf(w, "with rate-limit fields %d\n", r.withRateLimit)
-	fmt.Fprintf(w, "429 without Retry-After %d\n", r.noRetryAfter)
-	fmt.Fprintf(w, "5xx                   %d\n", r.count5xx())
-	fmt.Fprintf(w, "transport errors      %d", r.transportErrs)
-	if r.firstErr != "" {
-		fmt.Fprintf(w, " (first: %s)", r.firstErr)
-	}
+	row := func(label, format string, args ...any) { fmt.Fprintf(w, "%-24s"+format+"\n", append([]any{label}, args...)...) }
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "latency               p50 %v  p90 %v  p99 %v  max %v\n",
+	row("responses", "%d in %.1fs (%.0f/s)", r.requests, secs, float64(r.requests)/secs)
+	row("with rate-limit fields", "%d", r.withRateLimit)
+	row("429 without Retry-After", "%d", r.noRetryAfter)
+	row("5xx", "%d", r.count5xx())
+	first := ""
+	if r.firstErr != "" {
+		first = " (first: " + r.firstErr + ")"
+	}
+	row("transport errors", "%d%s", r.transportErrs, first)
+	row("latency", "p50 %v  p90 %v  p99 %v  max %v",
 		percentile(r.latencies, .5).Round(time.Microsecond), percentile(r.latencies, .9).Round(time.Microsecond),
 		percentile(r.latencies, .99).Round(time.Microsecond), percentile(r.latencies, 1).Round(time.Microsecond))
 }
