@@ -268,7 +268,9 @@ func printSummary(w io.Writer, r *loadResult) {
 	}
 	tw.Flush()
 	secs := r.elapsed.Seconds()
-	row := func(label, format string, args ...any) { fmt.Fprintf(w, "%-24s"+format+"\n", append([]any{label}, args...)...) }
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-24s"+format+"\n", append([]any{label}, args...)...)
+	}
 	fmt.Fprintln(w)
 	row("responses", "%d in %.1fs (%.0f/s)", r.requests, secs, float64(r.requests)/secs)
 	row("with rate-limit fields", "%d", r.withRateLimit)
