@@ -157,7 +157,7 @@ rules:
 func BenchmarkDaemonCheck(b *testing.B) {
 	stores := map[string]string{"memory": "{type: memory}"}
 	if a := os.Getenv("FLOODGATE_TEST_REDIS"); a != "" {
-		stores["redis"] = fmt.Sprintf(`{type: redis, redis: {url: "redis://%s/0", prefix: "fgbench:"}}`, a)
+		stores["redis"] = fmt.Sprintf(`{type: redis, redis: {url: "redis://%s/0", prefix: "fgbench:", timeout: 500ms}}`, a)
 	}
 	for _, name := range []string{"memory", "redis"} {
 		store, ok := stores[name]

@@ -10,6 +10,9 @@
 #   scripts/bench-daemon.sh                 # 10 s per run, 64 connections
 #   DURATION=5 CONNECTIONS=64 scripts/bench-daemon.sh
 #
+# "upstream-direct" (wrk against the bare upstream handler) shows what one
+# Go HTTP server can answer here at all, next to the targets.
+#
 # Exit status 1 when a figure misses its target. Needs wrk (installed by
 # scripts/services-up.sh); the Redis run needs FLOODGATE_TEST_REDIS (load
 # /tmp/floodgate-test/env) and is skipped without it.
@@ -70,7 +73,7 @@ if [[ -n ${FLOODGATE_TEST_REDIS:-} ]]; then
 api: {listen: "$apiredis"}
 admin: {listen: "off"}
 log: {level: error}
-store: {type: redis, redis: {url: "redis://$FLOODGATE_TEST_REDIS/0", prefix: "fgbench:"}}
+store: {type: redis, redis: {url: "redis://$FLOODGATE_TEST_REDIS/0", prefix: "fgbench:", timeout: 500ms}}
 $policies
 rules:
   - {name: all, match: "/", policies: [roomy]}
@@ -104,6 +107,7 @@ run() {
 
 echo "wrk -t$threads -c$conns -d${dur}s on $(nproc) cores ($(uname -m)), $(go env GOVERSION)" >&2
 results=$(
+  run upstream-direct "http://$up/api/items"     # the ceiling: a bare Go handler on this machine
   run plain-reverseproxy "http://$plain/api/items"
   run floodgate-gateway "http://$gw/api/items"
   run check-memory "http://$api/v1/check" -s "$work/check.lua"

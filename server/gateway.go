@@ -99,8 +99,13 @@ func setForwarded(pr *httputil.ProxyRequest, res *clientip.Resolver) {
 	out.Header.Set("X-Forwarded-Host", host)
 	out.Header.Set("X-Forwarded-Proto", proto)
 	out.Header.Del("X-Real-Ip")
-	if a, err := res.ClientIP(in); err == nil {
-		out.Header.Set("X-Real-Ip", a.String())
+	switch {
+	case trusted:
+		if a, err := res.ClientIP(in); err == nil {
+			out.Header.Set("X-Real-Ip", a.String())
+		}
+	case ok:
+		out.Header.Set("X-Real-Ip", peer.String()) // an untrusted peer is the client
 	}
 }
 
