@@ -451,6 +451,8 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 	var latency time.Duration
 	var results []floodgate.Result
 	var denied *floodgate.Decision
+	var deniedBy *floodgate.Limiter // which of lim's limiters denied, and at what cost
+	var deniedCost int64
 
 	for _, sp := range lim.slots {
 		rel, free, got, err := lim.slotStore.Acquire(ctx, key, sp, lim.lease)
@@ -496,7 +498,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 			results = append(results, d.Results...)
 		}
 		if !d.Allowed {
-			denied = &d
+			denied, deniedBy, deniedCost = &d, lim.requests, cost
 		}
 	}
 
@@ -509,7 +511,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 			}
 			results = append(results, d.Results...)
 			if !d.Allowed {
-				denied = &d
+				denied, deniedBy, deniedCost = &d, lim.bytes, n
 			}
 		} else {
 			r.Body = &meteredBody{ReadCloser: r.Body, ctx: ctx, l: lim.bytes, key: key, left: ru.maxBody}
@@ -517,7 +519,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 	}
 
 	if denied != nil {
-		reduced := lim != full && reducedOnly(denied, full)
+		reduced := lim != full && deniedBy != nil && fitsFull(ctx, full, deniedBy == lim.requests, key, deniedCost)
 		m.metrics.decision(ru.name, denied.Policy.Name, "denied")
 		if m.observer != nil {
 			m.observer.Observe(Event{Rule: ru.name, Policy: denied.Policy.Name, Key: key, Shadow: ru.mode == Shadow,
@@ -627,19 +629,24 @@ func (m *Middleware) reduce(ru *rule, lim *limits) *limits {
 	return reduced
 }
 
-// reducedOnly reports whether the denying policies would have admitted the
-// request at their full quotas: then the reduction, not the client, is why
-// it was refused.
-func reducedOnly(d *floodgate.Decision, full *limits) bool {
+// fitsFull reports whether the request, denied under reduced quotas,
+// would fit the full ones: then the reduction, not the client, is why it
+// was refused. It peeks (cost 0) at the full policies, so it spends
+// nothing, and it runs only on that rare denied path.
+func fitsFull(ctx context.Context, full *limits, requests bool, key string, cost int64) bool {
+	l := full.bytes
+	if requests {
+		l = full.requests
+	}
+	if l == nil {
+		return false
+	}
+	d, err := l.Take(ctx, key, 0)
+	if err != nil {
+		return false
+	}
 	for _, r := range d.Results {
-		if r.Allowed {
-			continue
-		}
-		i := slices.IndexFunc(full.policies, func(p floodgate.Policy) bool { return p.Name == r.Policy.Name })
-		if i < 0 {
-			return false
-		}
-		if r.Policy.Capacity() == full.policies[i].Capacity() || r.Remaining+full.policies[i].Capacity()-r.Policy.Capacity() <= 0 {
+		if r.Remaining < cost {
 			return false
 		}
 	}

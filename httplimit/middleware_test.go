@@ -647,3 +647,19 @@ func mustResolver(t *testing.T) *clientip.Resolver {
 	}
 	return r
 }
+
+// TestReductionOverFullQuota: a client already over its full quota gets
+// 429, not the reduction's 503.
+func TestReductionOverFullQuota(t *testing.T) {
+	reduction := &halved{}
+	srv := serve(t, httplimit.Config{Capacity: reduction, Rules: []httplimit.Rule{{
+		Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 4, time.Hour)},
+	}}}, ok)
+	for range 4 {
+		do(t, "GET", srv.URL+"/")
+	}
+	reduction.until.Store(time.Now().Add(time.Hour).UnixNano())
+	if resp := do(t, "GET", srv.URL+"/"); resp.StatusCode != 429 {
+		t.Fatalf("over the full quota under a reduction: %d, want 429", resp.StatusCode)
+	}
+}
