@@ -2,7 +2,7 @@
 GO      ?= go
 CONFIG  ?= examples/quickstart.yaml
 
-.PHONY: run test test-go bench fuzz services-up services-down
+.PHONY: run test test-go bench bench-daemon loadtest fuzz services-up services-down
 
 run:
 	$(GO) run ./cmd/floodgate serve -c $(CONFIG)
@@ -19,8 +19,17 @@ test-go:
 	. /tmp/floodgate-test/env && $(GO) test -race -timeout 8m ./...
 	cd bench && $(GO) vet ./... && $(GO) test -run '^$$' ./...
 
+# Memory-store and middleware benchmarks against the peers (bench/ module).
 bench:
 	scripts/bench.sh
+
+# Gateway and decision API over HTTP with wrk.
+bench-daemon:
+	scripts/bench-daemon.sh
+
+# The quickstart gateway under wrk-like load, with a summary table.
+loadtest:
+	scripts/loadtest.sh
 
 # Runs each fuzz target for FUZZTIME (default 20s).
 FUZZTIME ?= 20s
