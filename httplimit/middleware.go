@@ -249,16 +249,13 @@ type Middleware struct {
 	bypass   Bypass
 	tokens   [][]byte
 	resolver *clientip.Resolver
-	style    HeaderStyle
-	reset    header.ResetStyle
-	warnAt   float64
+	headers  Headers
 	onReject func(http.ResponseWriter, *http.Request, floodgate.Decision)
 	metrics  *Metrics
 	observer Observer
 	blocker  Blocker
 	capacity Capacity
 	logger   *slog.Logger
-	now      func() time.Time
 }
 
 // New validates cfg and builds the Middleware. Errors name the rule and
@@ -272,28 +269,22 @@ func New(cfg Config) (*Middleware, error) {
 	m := &Middleware{
 		bypass:   cfg.Bypass,
 		resolver: cfg.ClientIP,
-		style:    cfg.Headers,
-		reset:    cfg.ResetStyle,
-		warnAt:   cfg.WarnAt,
+		headers:  Headers{Style: cfg.Headers, Reset: cfg.ResetStyle, WarnAt: cfg.WarnAt, Now: cfg.Now},
 		onReject: cfg.OnReject,
 		metrics:  cfg.Metrics,
 		observer: cfg.Observer,
 		blocker:  cfg.Blocker,
 		capacity: cfg.Capacity,
 		logger:   cfg.Logger,
-		now:      cfg.Now,
 	}
 	if m.resolver == nil {
 		m.resolver, _ = clientip.New(clientip.Config{})
 	}
-	if m.warnAt == 0 {
-		m.warnAt = 0.9
+	if m.headers.WarnAt == 0 {
+		m.headers.WarnAt = 0.9
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()
-	}
-	if m.now == nil {
-		m.now = time.Now
 	}
 	if m.bypass.Header == "" {
 		m.bypass.Header = "X-Bypass-Token"
@@ -530,7 +521,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 			m.logDenied(ctx, ru, key, denied, slog.LevelInfo, "shadow rate limit exceeded")
 			return release, true
 		}
-		m.setHeaders(w.Header(), lim, results, denied)
+		m.headers.Set(w.Header(), lim.policyValue, results, denied)
 		if reduced {
 			m.reducedCapacity(w, r, ru, key, denied)
 		} else {
@@ -543,7 +534,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 	}
 	m.metrics.decision(ru.name, "", "allowed")
 	if ru.mode != Shadow {
-		m.setHeaders(w.Header(), lim, results, nil)
+		m.headers.Set(w.Header(), lim.policyValue, results, nil)
 	}
 	return release, true
 }

@@ -13,25 +13,51 @@ import (
 	"github.com/floodgate/floodgate/header"
 )
 
-// setHeaders writes the rate-limit fields for results (H3, H4, H6) before
-// the handler runs, so they reach the client even on streamed responses.
-// denied is nil for an admitted request. It runs on every response, so the
-// values are built in one buffer and cut from one string.
-func (m *Middleware) setHeaders(h http.Header, lim *limits, results []floodgate.Result, denied *floodgate.Decision) {
-	if m.style == None || len(results) == 0 {
+// Headers writes the rate-limit fields of a response (REQUIREMENTS H3,
+// H4, H6). The middleware uses it on every response; the daemon's decision
+// API uses it too, so both speak alike.
+type Headers struct {
+	Style  HeaderStyle
+	Reset  header.ResetStyle // X-RateLimit-Reset: epoch (default) or delta seconds
+	WarnAt float64           // X-RateLimit-Warning from this share used; ≤ 0: never
+	Now    func() time.Time  // for the reset epoch; nil: time.Now
+}
+
+// PolicyField formats the RateLimit-Policy value of policies: name, q, w
+// in whole seconds (at least 1; none for concurrent-requests), and qu when
+// not "requests" (draft-11 §3.1).
+func PolicyField(policies []floodgate.Policy) (string, error) {
+	fields := make([]header.Policy, len(policies))
+	for i, p := range policies {
+		fields[i] = header.Policy{Name: p.Name, Quota: p.Quota, Unit: p.Unit.String()}
+		if p.Unit != floodgate.ConcurrentRequests {
+			fields[i].Window = windowSeconds(p.Window)
+		}
+	}
+	return header.FormatPolicy(fields)
+}
+
+// Set writes the fields for results on h: RateLimit with every result,
+// policyValue as RateLimit-Policy (see PolicyField; the slice is shared,
+// which is safe as long as its len equals its cap), and X-RateLimit-* for
+// the denying policy of denied, or else the one closest to its limit.
+// denied is nil for an admitted request. Set runs on every response, so
+// the values are built in one buffer and cut from one string.
+func (hw *Headers) Set(h http.Header, policyValue []string, results []floodgate.Result, denied *floodgate.Decision) {
+	if hw.Style == None || len(results) == 0 {
 		return
 	}
 	var buf [192]byte
 	b := buf[:0]
 	var ends [4]int // where each value ends in b
 	n := 0
-	if m.style != Legacy {
+	if hw.Style != Legacy {
 		var lbuf [8]header.Limit
 		limits := lbuf[:0]
 		for _, r := range results {
 			l := header.Limit{Name: r.Policy.Name, Remaining: r.Remaining}
 			if r.Policy.Unit != floodgate.ConcurrentRequests {
-				l.Window, l.HasWindow = effectiveWindow(r), true
+				l.Window, l.HasWindow = EffectiveWindow(r), true
 			}
 			limits = append(limits, l)
 		}
@@ -56,13 +82,16 @@ func (m *Middleware) setHeaders(h http.Header, lim *limits, results []floodgate.
 			}
 		}
 	}
-	if m.style != Draft11 {
-		now := m.now()
+	if hw.Style != Draft11 {
+		now := time.Now()
+		if hw.Now != nil {
+			now = hw.Now()
+		}
 		b = strconv.AppendInt(b, r.Policy.Quota, 10)
 		ends[n], n = len(b), n+1
 		b = strconv.AppendInt(b, max(r.Remaining, 0), 10)
 		ends[n], n = len(b), n+1
-		b = header.AppendLegacyReset(b, now.Add(max(r.ResetAfter, r.RetryAfter)), now, m.reset)
+		b = header.AppendLegacyReset(b, now.Add(max(r.ResetAfter, r.RetryAfter)), now, hw.Reset)
 		ends[n], n = len(b), n+1
 	}
 	all := string(b)
@@ -72,30 +101,30 @@ func (m *Middleware) setHeaders(h http.Header, lim *limits, results []floodgate.
 		vals[i], start = all[start:ends[i]], ends[i]
 	}
 	i := 0
-	if m.style != Legacy {
+	if hw.Style != Legacy {
 		h[header.FieldRateLimit] = vals[0:1:1]
-		h[header.FieldPolicy] = lim.policyValue
+		h[header.FieldPolicy] = policyValue
 		i = 1
 	}
-	if m.style != Draft11 {
+	if hw.Style != Draft11 {
 		h[header.FieldXLimit] = vals[i : i+1 : i+1]
 		h[header.FieldXRemaining] = vals[i+1 : i+2 : i+2]
 		h[header.FieldXReset] = vals[i+2 : i+3 : i+3]
 	}
-	if m.warnAt > 0 && denied == nil {
-		if used := r.Policy.Quota - r.Remaining; float64(used) >= m.warnAt*float64(r.Policy.Quota) {
+	if hw.WarnAt > 0 && denied == nil {
+		if used := r.Policy.Quota - r.Remaining; float64(used) >= hw.WarnAt*float64(r.Policy.Quota) {
 			h["X-Ratelimit-Warning"] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", r.Policy.Name, used, r.Policy.Quota)}
 		}
 	}
 }
 
-// effectiveWindow is t of draft-11 for one result (digest §4): for a
-// denied policy, the whole seconds until the cost fits, so Retry-After
-// (the largest of them) never points before the end of t; otherwise the
+// EffectiveWindow is t of draft-11 §3.2 for one result, in whole seconds:
+// for a denied policy, the seconds until the cost fits, so Retry-After (the
+// largest of them) never points before the end of t (§6); otherwise the
 // seconds until more quota comes, at least 1, raised so that r/t never
-// exceeds q/w (draft-11 §8: values must not invite a faster pace than the
-// policy's own).
-func effectiveWindow(r floodgate.Result) int64 {
+// exceeds q/w (§8: values must not invite a faster pace than the policy's
+// own).
+func EffectiveWindow(r floodgate.Result) int64 {
 	if !r.Allowed {
 		return max(1, ceilSeconds(r.RetryAfter))
 	}
@@ -106,20 +135,21 @@ func effectiveWindow(r floodgate.Result) int64 {
 	return t
 }
 
-// retryAfter is Retry-After in whole seconds: rounded up, at least 1, and
-// not before the end of any violated policy's t (H2, draft-11 §6).
-func retryAfter(d *floodgate.Decision) int64 {
+// RetryAfterSeconds is Retry-After for a denied decision, in whole
+// seconds: rounded up, at least 1, and not before the end of any violated
+// policy's t (REQUIREMENTS H2, draft-11 §6).
+func RetryAfterSeconds(d *floodgate.Decision) int64 {
 	s := max(1, ceilSeconds(d.RetryAfter))
 	for _, r := range d.Results {
 		if !r.Allowed {
-			s = max(s, effectiveWindow(r))
+			s = max(s, EffectiveWindow(r))
 		}
 	}
 	return s
 }
 
 func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, key string, d *floodgate.Decision) {
-	secs := retryAfter(d)
+	secs := RetryAfterSeconds(d)
 	h := w.Header()
 	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	h["Cache-Control"] = []string{"no-store"} // RFC 6585 §4: a 429 must not be cached
@@ -157,7 +187,7 @@ func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key
 // temporarily lowered: 503 with the temporary-reduced-capacity type; the
 // RateLimit-Policy already set shows the lowered quotas (draft-11 §5).
 func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru *rule, key string, d *floodgate.Decision) {
-	secs := retryAfter(d)
+	secs := RetryAfterSeconds(d)
 	h := w.Header()
 	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	h["Cache-Control"] = []string{"no-store"}
@@ -184,7 +214,7 @@ func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *flo
 		slog.String("rule", ru.name),
 		slog.String("policy", d.Policy.Name),
 		slog.String("key", Fingerprint(key)),
-		slog.Int64("retry_after", retryAfter(d)),
+		slog.Int64("retry_after", RetryAfterSeconds(d)),
 	)
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/header"
 )
 
 // rule is a Rule made ready to serve.
@@ -97,7 +96,6 @@ func newLimits(policies []floodgate.Policy, store floodgate.Store, opts []floodg
 	}
 	l := &limits{policies: policies, lease: time.Minute}
 	var reqs, bytes []floodgate.Policy
-	var fields []header.Policy
 	for _, p := range policies {
 		switch p.Unit {
 		case floodgate.Requests:
@@ -107,13 +105,8 @@ func newLimits(policies []floodgate.Policy, store floodgate.Store, opts []floodg
 		case floodgate.ConcurrentRequests:
 			l.slots = append(l.slots, p)
 		}
-		hp := header.Policy{Name: p.Name, Quota: p.Quota, Unit: p.Unit.String()}
-		if p.Unit != floodgate.ConcurrentRequests {
-			hp.Window = windowSeconds(p.Window)
-		}
-		fields = append(fields, hp)
 	}
-	field, err := header.FormatPolicy(fields)
+	field, err := PolicyField(policies)
 	if err != nil {
 		return nil, err
 	}
