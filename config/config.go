@@ -74,6 +74,11 @@ type Config struct {
 	// Ops configures abuse detection, the alert webhook, the dashboard
 	// and capacity reductions (ops.go).
 	Ops Ops `yaml:"ops"`
+	// Database is the PostgreSQL of tiers.source postgres (tiers.go).
+	Database Database `yaml:"database"`
+	// Tiers says where API keys and their tiers come from; nil when no
+	// rule limits by tier (tiers.go).
+	Tiers *Tiers `yaml:"tiers"`
 
 	// policies holds the compiled Policies, filled by validation.
 	policies map[string]floodgate.Policy
@@ -215,6 +220,9 @@ type Rule struct {
 	Skip bool `yaml:"skip"`
 	// Abuse overrides ops.abuse for this rule.
 	Abuse *Abuse `yaml:"abuse"`
+	// Tiers, when set, further limits each request by the tier of its API
+	// key (httplimit.Rule.Plan), after Policies (tiers.go).
+	Tiers *RuleTiers `yaml:"tiers"`
 
 	line int // where the rule starts in the file
 }

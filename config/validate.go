@@ -146,6 +146,7 @@ func (v *validator) validate() {
 	default:
 		v.fail("log.format", "unknown format %q (want text or json)", c.Log.Format)
 	}
+	v.tiers() // after identity: a rule's tiers.header defaults to its api_key_header
 }
 
 func (v *validator) faces() {
@@ -458,9 +459,6 @@ func (v *validator) rules() {
 			}
 			if p.Unit == floodgate.Requests && r.Cost > p.Capacity() {
 				v.fail(f+".cost", "cost %d can never pass policy %q, which admits at most %d at once", r.Cost, name, p.Capacity())
-			}
-			if p.Unit == floodgate.ConcurrentRequests && c.Store.Type == "redis" {
-				v.fail(pf, "policy %q counts concurrent requests, which the redis store does not hold yet; use a requests policy or the memory store", name)
 			}
 		}
 		mode, err := httplimit.ParseMode(r.Mode)

@@ -57,6 +57,7 @@ type Server struct {
 	errc    chan error
 
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
+	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
 }
 
 // Option configures a Server.
@@ -152,7 +153,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 		s.logger.Error("configuration rejected; the previous one keeps serving", "file", cfg.File, "error", err)
 		return err
 	}
-	for _, w := range restartNeeded(s.start, cfg) {
+	for _, w := range append(restartNeeded(s.start, cfg), s.tiersRestart(cfg)...) {
 		s.logger.Warn("configuration change needs a restart", "change", w)
 	}
 	s.state.Store(st)

@@ -87,6 +87,10 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		}
 		hc.Bypass.CIDRs = append(hc.Bypass.CIDRs, p)
 	}
+	keys, err := s.tierSource(cfg)
+	if err != nil {
+		return nil, err
+	}
 	for i, r := range cfg.Rules {
 		if r.Skip {
 			hc.Skip = append(hc.Skip, r.Match)
@@ -95,6 +99,9 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		rule, err := s.rule(cfg, st, i)
 		if err != nil {
 			return nil, err
+		}
+		if r.Tiers != nil {
+			rule.Plan = tierPlan(cfg, i, keys)
 		}
 		hc.Rules = append(hc.Rules, rule)
 		var rate []floodgate.Policy

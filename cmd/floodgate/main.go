@@ -5,6 +5,8 @@
 //	floodgate loadtest URL                drive a URL and summarise statuses and Retry-After
 //	floodgate probe URL                   show what a response says about its rate limits
 //	floodgate reduce --factor 0.5 --for 10m  lower quotas for a while on a running daemon
+//	floodgate keys add|list|revoke        API keys of tiered quotas, in PostgreSQL
+//	floodgate tiers set|list              tiers (plans) of API keys, in PostgreSQL
 //	floodgate version
 package main
 
@@ -21,9 +23,20 @@ import (
 var version = ""
 
 func main() {
-	if err := newRoot().Execute(); err != nil {
+	if cmd, err := newRoot().ExecuteC(); err != nil {
+		report(cmd, err)
 		os.Exit(exitCode(err))
 	}
+}
+
+// report prints err once, naming the command that failed however deeply
+// it is nested ("floodgate keys add: …"). An exitError was printed by its
+// command already.
+func report(cmd *cobra.Command, err error) {
+	if _, ok := err.(exitError); ok {
+		return
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", cmd.CommandPath(), err)
 }
 
 // exitError carries an exit status without printing anything more.
@@ -45,28 +58,14 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServe(), newValidate(), newVersion(), newLoadtest(), newProbe(), newReduce())
+	root.AddCommand(newServe(), newValidate(), newVersion(), newLoadtest(), newProbe(), newReduce(), newKeys(), newTiers())
 	root.SetErr(os.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintf(c.ErrOrStderr(), "floodgate: %v\n%s", err, c.UsageString())
 		return exitError(2)
 	})
-	// Errors other than exitError are printed once here.
-	for _, c := range root.Commands() {
-		run := c.RunE
-		if run == nil {
-			continue
-		}
-		c.RunE = func(cmd *cobra.Command, args []string) error {
-			err := run(cmd, args)
-			if err != nil {
-				if _, ok := err.(exitError); !ok {
-					fmt.Fprintf(cmd.ErrOrStderr(), "floodgate %s: %v\n", cmd.Name(), err)
-				}
-			}
-			return err
-		}
-	}
+	// Errors other than exitError are printed once, by report: cobra
+	// itself stays silent so that nothing is printed twice.
 	return root
 }
 

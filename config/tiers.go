@@ -1,0 +1,272 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/tier"
+)
+
+// Database is the PostgreSQL that tiers.source postgres and the `floodgate
+// keys` and `floodgate tiers` commands use.
+type Database struct {
+	// URL is a PostgreSQL connection string:
+	// postgres://user:password@host:5432/db?sslmode=require, or key=value
+	// pairs. Write ${FLOODGATE_DATABASE_URL} to keep it out of the file.
+	URL string `yaml:"url"`
+}
+
+// Tiers says where API keys and their tiers come from (docs/TIERS.md).
+// Rules opt in with their own tiers section.
+type Tiers struct {
+	// Source is "postgres" (the api_keys and tier_policies tables, behind a
+	// cache) or "static" (Plans and Keys below). Required.
+	Source string `yaml:"source"`
+	// Cache configures the cache in front of PostgreSQL.
+	Cache TierCache `yaml:"cache"`
+	// Plans maps a tier name to policy names of the policies section; all
+	// of a tier's policies apply at once. Static only.
+	Plans map[string][]string `yaml:"plans"`
+	// Keys are the API keys, as SHA-256 hashes. Static only.
+	Keys []TierKey `yaml:"keys"`
+}
+
+// TierCache mirrors tier.CacheOptions; zero values take its defaults.
+type TierCache struct {
+	TTL           Duration `yaml:"ttl"`            // default 60s
+	NegativeTTL   Duration `yaml:"negative_ttl"`   // default 5s
+	MaxEntries    int      `yaml:"max_entries"`    // default 100000
+	MaxStale      Duration `yaml:"max_stale"`      // 0: no bound; negative: never stale
+	QueryTimeout  Duration `yaml:"query_timeout"`  // default 2s
+	RetryInterval Duration `yaml:"retry_interval"` // default 1s
+}
+
+// Options returns the cache settings as tier.CacheOptions.
+func (c TierCache) Options() tier.CacheOptions {
+	return tier.CacheOptions{
+		TTL: c.TTL.D(), NegativeTTL: c.NegativeTTL.D(), MaxEntries: c.MaxEntries,
+		MaxStale: c.MaxStale.D(), QueryTimeout: c.QueryTimeout.D(), RetryInterval: c.RetryInterval.D(),
+	}
+}
+
+// TierKey is one API key of a static source. The key itself never appears
+// in the file: only its SHA-256, as `printf %s "$KEY" | sha256sum` prints it.
+type TierKey struct {
+	KeySHA256 string `yaml:"key_sha256"`
+	Tenant    string `yaml:"tenant"`
+	Tier      string `yaml:"tier"`
+	Disabled  bool   `yaml:"disabled"`
+}
+
+// RuleTiers makes a rule limit each request by the tier of its API key,
+// after the rule's own policies (the IP guard).
+type RuleTiers struct {
+	// Partition is what tier limits are counted per: "tenant" (default;
+	// a tenant's keys share its quota) or "key".
+	Partition string `yaml:"partition"`
+	// PerRoute counts this rule apart from other tiers rules; by default
+	// rules whose tiers use the same policies share one count per tenant.
+	PerRoute bool `yaml:"per_route"`
+	// Header carries the API key; default identity.api_key_header.
+	// "Authorization: Bearer <key>" is read when it is absent.
+	Header string `yaml:"header"`
+}
+
+// TierPartition returns the rule's tier.Partition.
+func (t RuleTiers) TierPartition() tier.Partition {
+	if t.Partition == "key" {
+		return tier.ByKey
+	}
+	return tier.ByTenant
+}
+
+// TierPlans returns the static tiers with their compiled policies. Valid
+// only after validation, and only for tiers.source static.
+func (c *Config) TierPlans() map[string][]floodgate.Policy {
+	if c.Tiers == nil {
+		return nil
+	}
+	out := make(map[string][]floodgate.Policy, len(c.Tiers.Plans))
+	for name, ps := range c.Tiers.Plans {
+		for _, p := range ps {
+			out[name] = append(out[name], c.policies[p])
+		}
+	}
+	return out
+}
+
+// TierKeys returns the static keys. Valid only after validation.
+func (c *Config) TierKeys() []tier.StaticKey {
+	if c.Tiers == nil {
+		return nil
+	}
+	out := make([]tier.StaticKey, 0, len(c.Tiers.Keys))
+	for _, k := range c.Tiers.Keys {
+		h, _ := tier.ParseHash(k.KeySHA256)
+		out = append(out, tier.StaticKey{Hash: h, Tenant: k.Tenant, Tier: k.Tier, Disabled: k.Disabled})
+	}
+	return out
+}
+
+// UsesTiers reports whether any rule has a tiers section.
+func (c *Config) UsesTiers() bool {
+	for _, r := range c.Rules {
+		if r.Tiers != nil && !r.Skip {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) tiers() {
+	c := v.cfg
+	if u := c.Database.URL; u != "" {
+		if _, err := pgx.ParseConfig(u); err != nil {
+			// pgx's message may repeat the URL, password included.
+			v.fail("database.url", "not a PostgreSQL connection string (want postgres://user:password@host:5432/db)")
+		}
+	}
+	for i := range c.Rules {
+		f := fmt.Sprintf("rules[%d].tiers", i)
+		if c.Rules[i].Tiers == nil && v.has(f) {
+			// A bare "tiers:" asks for tiers with every default, like "tiers: {}".
+			c.Rules[i].Tiers = &RuleTiers{}
+		}
+		r := c.Rules[i]
+		if r.Tiers == nil || r.Skip {
+			continue
+		}
+		if c.Tiers == nil {
+			v.fail(f, "needs a top-level tiers section saying where keys come from (source: postgres or static)")
+		}
+		switch r.Tiers.Partition {
+		case "":
+			c.Rules[i].Tiers.Partition = "tenant"
+		case "tenant", "key":
+		default:
+			v.fail(f+".partition", "unknown partition %q (want tenant or key)", r.Tiers.Partition)
+		}
+		if r.Tiers.Header == "" {
+			c.Rules[i].Tiers.Header = c.Identity.APIKeyHeader
+			if c.Rules[i].Tiers.Header == "" {
+				c.Rules[i].Tiers.Header = DefaultAPIKeyHeader
+			}
+		} else if !validHeaderName(r.Tiers.Header) {
+			v.fail(f+".header", "%q is not a header name", r.Tiers.Header)
+		}
+	}
+	t := c.Tiers
+	if t == nil {
+		return
+	}
+	switch t.Source {
+	case "postgres":
+		if c.Database.URL == "" {
+			v.fail("tiers.source", "postgres needs database.url (e.g. url: ${FLOODGATE_DATABASE_URL})")
+		}
+		if len(t.Plans) > 0 {
+			v.fail("tiers.plans", "plans are read from PostgreSQL with source postgres (set them with `floodgate tiers set`); remove this or use source: static")
+		}
+		if len(t.Keys) > 0 {
+			v.fail("tiers.keys", "keys are read from PostgreSQL with source postgres (add them with `floodgate keys add`); remove this or use source: static")
+		}
+		v.tierCache()
+	case "static":
+		if v.has("tiers.cache") {
+			v.fail("tiers.cache", "a static source needs no cache; remove this or use source: postgres")
+		}
+		v.staticTiers()
+	case "":
+		v.fail("tiers", "source is required: postgres or static")
+	default:
+		v.fail("tiers.source", "unknown source %q (want postgres or static)", t.Source)
+	}
+}
+
+func (v *validator) tierCache() {
+	cc := v.cfg.Tiers.Cache
+	for _, d := range []struct {
+		name string
+		val  Duration
+	}{{"ttl", cc.TTL}, {"negative_ttl", cc.NegativeTTL}, {"query_timeout", cc.QueryTimeout}, {"retry_interval", cc.RetryInterval}} {
+		if d.val < 0 {
+			v.fail("tiers.cache."+d.name, "must not be negative")
+		}
+	}
+	if cc.MaxEntries < 0 {
+		v.fail("tiers.cache.max_entries", "must not be negative")
+	}
+}
+
+func (v *validator) staticTiers() {
+	c := v.cfg
+	t := c.Tiers
+	if len(t.Plans) == 0 {
+		v.fail("tiers", "a static source needs plans: tier name → policy names")
+	}
+	for _, name := range sortedKeys(t.Plans) {
+		f := "tiers.plans." + name
+		ps := t.Plans[name]
+		if len(ps) == 0 {
+			v.fail(f, "a tier needs at least one policy")
+			continue
+		}
+		var compiled []floodgate.Policy
+		ok := true
+		for j, p := range ps {
+			pol, found := c.policies[p]
+			if !found {
+				ok = false
+				if _, defined := c.Policies[p]; !defined {
+					v.fail(fmt.Sprintf("%s[%d]", f, j), "unknown policy %q%s (defined: %s)", p, suggest(p, sortedKeys(c.Policies)), strings.Join(sortedKeys(c.Policies), ", "))
+				}
+				continue
+			}
+			compiled = append(compiled, pol)
+		}
+		if ok {
+			if err := floodgate.ValidatePolicies(compiled); err != nil {
+				v.fail(f, "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
+			}
+		}
+		if err := (floodgate.Policy{Name: name, Algorithm: floodgate.GCRA, Quota: 1, Window: time.Second}).Validate(); err != nil {
+			v.fail(f, "bad tier name: use 1–64 letters, digits, '_', '-' or '.'")
+		}
+	}
+	seen := map[tier.Hash]int{}
+	for i, k := range t.Keys {
+		f := fmt.Sprintf("tiers.keys[%d]", i)
+		h, err := tier.ParseHash(k.KeySHA256)
+		switch {
+		case k.KeySHA256 == "":
+			v.fail(f, "key_sha256 is required: the SHA-256 of the key in hex (printf %%s \"$KEY\" | sha256sum)")
+		case err != nil:
+			v.fail(f+".key_sha256", "want the key's SHA-256 as 64 hex digits (printf %%s \"$KEY\" | sha256sum), got %d characters%s", len(k.KeySHA256), notHex(k.KeySHA256))
+		default:
+			if j, dup := seen[h]; dup {
+				v.fail(f+".key_sha256", "the same key as tiers.keys[%d]", j)
+			}
+			seen[h] = i
+		}
+		if k.Tenant == "" {
+			v.fail(f, "tenant is required")
+		}
+		if k.Tier == "" {
+			v.fail(f, "tier is required")
+		} else if _, ok := t.Plans[k.Tier]; !ok {
+			v.fail(f+".tier", "unknown tier %q%s (tiers.plans defines: %s)", k.Tier, suggest(k.Tier, sortedKeys(t.Plans)), strings.Join(sortedKeys(t.Plans), ", "))
+		}
+	}
+}
+
+// notHex explains a 64-character value that is not hex.
+func notHex(s string) string {
+	if len(s) != 64 {
+		return ""
+	}
+	return " that are not all hex digits"
+}
