@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/floodgate/floodgate"
@@ -96,7 +95,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.countCheck(d)
-	st.setHeaders(w.Header(), ls, d, time.Now())
+	st.setHeaders(w.Header(), ls, d)
 	writeJSON(w, http.StatusOK, appendDecision(make([]byte, 0, 512), req.Key, d))
 }
 
@@ -265,7 +264,7 @@ func (s *Server) handlePeek(w http.ResponseWriter, r *http.Request) {
 		var err error
 		d, err = ls.l.Take(r.Context(), key, 0)
 		if cerr = takeError(err); cerr == nil {
-			st.setHeaders(w.Header(), ls, d, time.Now())
+			st.setHeaders(w.Header(), ls, d)
 			w.Header().Del(header.FieldRetryAfter) // a peek spends nothing and asks no wait
 			writeJSON(w, http.StatusOK, appendDecision(make([]byte, 0, 512), key, d))
 			return
@@ -383,7 +382,7 @@ func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
 	}
 	var retry int64
 	if !d.Allowed {
-		retry = retryAfterSeconds(d)
+		retry = httplimit.RetryAfterSeconds(&d)
 	}
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, d.Allowed)
@@ -396,7 +395,7 @@ func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
 	b = append(b, `,"remaining":`...)
 	b = strconv.AppendInt(b, rep.Remaining, 10)
 	b = append(b, `,"reset":`...)
-	b = strconv.AppendInt(b, effectiveWindow(rep), 10)
+	b = strconv.AppendInt(b, httplimit.EffectiveWindow(rep), 10)
 	b = append(b, `,"retry_after":`...)
 	b = strconv.AppendInt(b, retry, 10)
 	b = append(b, `,"degraded":`...)
@@ -419,7 +418,7 @@ func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
 		b = append(b, `","remaining":`...)
 		b = strconv.AppendInt(b, r.Remaining, 10)
 		b = append(b, `,"reset":`...)
-		b = strconv.AppendInt(b, effectiveWindow(r), 10)
+		b = strconv.AppendInt(b, httplimit.EffectiveWindow(r), 10)
 		b = append(b, `,"retry_after":`...)
 		var ra int64
 		if !r.Allowed {

@@ -25,9 +25,7 @@ type state struct {
 	auth     http.Handler // the middleware around an "allowed" answer
 	upstream string
 
-	style  httplimit.HeaderStyle
-	reset  header.ResetStyle
-	warnAt float64
+	headers httplimit.Headers // the decision API's fields, as the middleware writes them
 
 	rules    map[string]*limiterSet // decision API, by rule name
 	policies map[string]floodgate.Policy
@@ -41,7 +39,7 @@ type state struct {
 type limiterSet struct {
 	l           *floodgate.Limiter
 	names       []string
-	policyField string
+	policyField []string // RateLimit-Policy; shared, len == cap
 }
 
 func (s *Server) build(cfg *config.Config) (*state, error) {
@@ -61,21 +59,21 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 	if st.resolver, err = clientip.New(ccfg); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	st.style, _ = httplimit.ParseHeaderStyle(cfg.Headers.Style)
-	st.reset = header.ResetEpoch
+	st.headers.Style, _ = httplimit.ParseHeaderStyle(cfg.Headers.Style)
+	st.headers.Reset = header.ResetEpoch
 	if cfg.Headers.Reset == "delta" {
-		st.reset = header.ResetDelta
+		st.headers.Reset = header.ResetDelta
 	}
-	st.warnAt = cfg.Headers.WarnAt
+	st.headers.WarnAt = cfg.Headers.WarnAt
 
 	hc := httplimit.Config{
 		Store:      s.store,
 		Local:      s.local,
 		Skip:       append([]string(nil), cfg.Skip...),
 		ClientIP:   st.resolver,
-		Headers:    st.style,
-		ResetStyle: st.reset,
-		WarnAt:     st.warnAt,
+		Headers:    st.headers.Style,
+		ResetStyle: st.headers.Reset,
+		WarnAt:     st.headers.WarnAt,
 		Metrics:    s.hl,
 		Logger:     s.logger,
 		Bypass:     httplimit.Bypass{Header: cfg.Bypass.Header, Tokens: cfg.Bypass.Tokens},
@@ -173,14 +171,14 @@ func (s *Server) newSet(policies []floodgate.Policy, mode floodgate.FailureMode,
 		return nil, err
 	}
 	ls := &limiterSet{l: l}
-	fields := make([]header.Policy, len(policies))
-	for i, p := range policies {
+	for _, p := range policies {
 		ls.names = append(ls.names, p.Name)
-		fields[i] = header.Policy{Name: p.Name, Quota: p.Quota, Unit: p.Unit.String(), Window: max(1, ceilSeconds(p.Window))}
 	}
-	if ls.policyField, err = header.FormatPolicy(fields); err != nil {
+	field, err := httplimit.PolicyField(policies)
+	if err != nil {
 		return nil, err
 	}
+	ls.policyField = []string{field}
 	return ls, nil
 }
 
