@@ -9,7 +9,8 @@ func TokenBucket(s State, now int64, p Params, cost int64) (State, Result) {
 	} else {
 		debt -= e * p.Quota
 	}
-	r, debt := bucket(debt, p, cost)
+	var r Result
+	debt = bucket(&r, debt, p, cost)
 	if d := t - now; d > 0 { // durations count from t, the last update
 		r.ResetAfter += d * b2i(r.ResetAfter > 0)
 		r.RetryAfter += d * b2i(r.RetryAfter > 0)
@@ -29,7 +30,8 @@ func GCRA(s State, now int64, p Params, cost int64) (State, Result) {
 	if s.A > now || s.A == now && s.B > 0 {
 		debt = (s.A-now)*p.Quota + s.B
 	}
-	r, debt := bucket(debt, p, cost)
+	var r Result
+	debt = bucket(&r, debt, p, cost)
 	if !r.Allowed || cost == 0 {
 		r.Expires = s.A + b2i(s.B > 0)
 		return s, r
@@ -40,8 +42,9 @@ func GCRA(s State, now int64, p Params, cost int64) (State, Result) {
 }
 
 // bucket is the arithmetic TokenBucket and GCRA share: given the debt at
-// now, the result for cost and the debt after it.
-func bucket(debt int64, p Params, cost int64) (Result, int64) {
+// now, it fills r for cost and returns the debt after it. (r is a pointer
+// because this runs on every decision and copying results adds up.)
+func bucket(r *Result, debt int64, p Params, cost int64) int64 {
 	full := p.Capacity * p.Window
 	tokens := full - debt // scaled by W
 	var avail, frac int64
@@ -50,7 +53,7 @@ func bucket(debt int64, p Params, cost int64) (Result, int64) {
 	} else if tokens > 0 {
 		frac = tokens // under one unit: no division needed on this busy path
 	}
-	r := Result{Remaining: avail, ResetAfter: nextUnit(debt, full, frac, p)}
+	r.Remaining, r.ResetAfter = avail, nextUnit(debt, full, frac, p)
 	c := max(cost, 1)
 	if c > avail {
 		if c == avail+1 && debt <= full {
@@ -58,17 +61,17 @@ func bucket(debt int64, p Params, cost int64) (Result, int64) {
 		} else {
 			r.RetryAfter = ceilDiv(debt+c*p.Window-full, p.Quota)
 		}
-		return r, debt
+		return debt
 	}
 	r.Allowed = true
 	if cost == 0 {
-		return r, debt
+		return debt
 	}
 	// Spending whole units leaves the fraction as it was.
 	debt += cost * p.Window
 	r.Remaining = avail - cost
 	r.ResetAfter = nextUnit(debt, full, frac, p)
-	return r, debt
+	return debt
 }
 
 // nextUnit is the time (µs) until the token count reaches its next whole
