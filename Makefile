@@ -7,13 +7,15 @@ CONFIG  ?= examples/quickstart.yaml
 run:
 	$(GO) run ./cmd/floodgate serve -c $(CONFIG)
 
-# Starts the Redis instances, Redis Cluster, Sentinel, nginx and wrk the
-# tests need (scripts/services-up.sh), runs them with the race detector,
-# and stops the services again, keeping the tests' exit status.
+# Starts the Redis instances, Redis Cluster, Sentinel, nginx, wrk and
+# Chromium the tests need (scripts/services-up.sh), runs them with the race
+# detector, and stops the services again if this run started them (running
+# ones are reused and left running), keeping the tests' exit status.
 test:
-	@scripts/services-up.sh >/dev/null
-	@status=0; $(MAKE) --no-print-directory test-go || status=$$?; \
-	scripts/services-down.sh; exit $$status
+	@up=$$(scripts/services-up.sh) || exit 1; \
+	status=0; $(MAKE) --no-print-directory test-go || status=$$?; \
+	case "$$up" in *"started fresh"*) scripts/services-down.sh ;; esac; \
+	exit $$status
 
 test-go:
 	. /tmp/floodgate-test/env && $(GO) test -race -count=1 -timeout 8m ./...
