@@ -11,8 +11,9 @@ import (
 // http.ServeMux: "[METHOD ][HOST]/[PATH]", where a path segment is a
 // literal, a {name} wildcard (one segment), a final {name...} (the rest),
 // or a final {$} (the path ends there); a path ending in "/" matches
-// everything below it. One deliberate difference: an exact pattern such as
-// "/login" also matches "/login/". Unlike ServeMux, rules are tried in order and the
+// everything below it. Deliberate differences, so that a limit is not
+// dodged by respelling a path: an exact pattern such as "/login" also
+// matches "/login/", and see match for case and ";parameters". Unlike ServeMux, rules are tried in order and the
 // first match wins, so there is no precedence to compute and no conflict
 // to reject.
 type pattern struct {
@@ -79,10 +80,13 @@ func parsePattern(s string) (*pattern, error) {
 }
 
 // match reports whether r matches. The path is cleaned first ("//login",
-// "/a/../login" and "/login/." all count as "/login"), so a client cannot
-// slip past a rule by spelling a path another way.
+// "/a/../login" and "/login/." all count as "/login"), literal segments and
+// methods compare without regard to case, and ";parameters" are dropped
+// from segments, so a client cannot slip past a rule by spelling a path
+// the way some other server would still route to it ("/LOGIN",
+// "/login;x", "post"). Erring this way limits more, never less.
 func (p *pattern) match(r *http.Request) bool {
-	if p.method != "" && p.method != r.Method && !(p.method == http.MethodGet && r.Method == http.MethodHead) {
+	if p.method != "" && !strings.EqualFold(p.method, r.Method) && !(p.method == http.MethodGet && strings.EqualFold(r.Method, http.MethodHead)) {
 		return false
 	}
 	if p.host != "" && !strings.EqualFold(p.host, hostOnly(r.Host)) {
@@ -103,7 +107,10 @@ func (p *pattern) match(r *http.Request) bool {
 		} else {
 			rest, slash = "", false
 		}
-		if !seg.wild && seg.lit != part {
+		if i := strings.IndexByte(part, ';'); i >= 0 {
+			part = part[:i] // "/login;jsessionid=x" is "/login" to many servers
+		}
+		if !seg.wild && !strings.EqualFold(seg.lit, part) {
 			return false
 		}
 	}
