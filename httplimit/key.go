@@ -44,17 +44,24 @@ func APIKey(header string) KeyPart {
 	return func(r *http.Request, _ Info) string {
 		v := r.Header.Get(header)
 		if header == "Authorization" {
-			scheme, token, ok := strings.Cut(v, " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") {
-				return ""
-			}
-			v = token
+			v, _ = BearerToken(r)
 		}
 		if v == "" {
 			return ""
 		}
 		return Fingerprint(v)
 	}
+}
+
+// BearerToken returns the token of an "Authorization: Bearer <token>"
+// header; the scheme name is case-insensitive (RFC 9110 §11.1).
+func BearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
 }
 
 // FromContext keys by a value the application put in the request context,

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/header"
+
+	"github.com/floodgate/floodgate/httplimit"
 )
 
 //go:embed dashboard
@@ -123,7 +125,7 @@ func (a *Admin) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if a.cfg.Token == "" {
 		return true
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := httplimit.BearerToken(r)
 	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.Token)) == 1 {
 		return true
 	}

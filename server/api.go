@@ -309,7 +309,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, st *state) b
 		writeProblem(w, http.StatusForbidden, "Forbidden", "this endpoint needs admin.token in the configuration")
 		return false
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := httplimit.BearerToken(r)
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate"`)
 		writeProblem(w, http.StatusUnauthorized, "Unauthorized", "send the admin token as Authorization: Bearer <token>")

@@ -54,13 +54,15 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request, nginx bool) 
 // resolver, which reads X-Forwarded-For (or the configured headers).
 func originalRequest(r *http.Request) (*http.Request, error) {
 	h := r.Header
-	method := first(h, "X-Original-Method", "X-Forwarded-Method")
-	if method == "" {
-		method = http.MethodGet
-	}
 	uri := first(h, "X-Original-Uri", "X-Forwarded-Uri")
 	if uri == "" {
 		return nil, errString("missing X-Original-URI (nginx) or X-Forwarded-Uri (Traefik, Caddy): the proxy must say which request it asks about")
+	}
+	method := first(h, "X-Original-Method", "X-Forwarded-Method")
+	if method == "" {
+		// Guessing GET would quietly skip every rule for another method,
+		// such as a login limit on POST.
+		return nil, errString("missing X-Original-Method (nginx) or X-Forwarded-Method (Traefik, Caddy): the proxy must say which request it asks about")
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {

@@ -435,7 +435,7 @@ func TestForwardAuth(t *testing.T) {
 		t.Errorf("other client: %d", rec.Code)
 	}
 	// {tenant} is read from a trusted proxy.
-	ten := map[string]string{"X-Forwarded-Uri": "/t/x", "X-Tenant-Id": "acme", "X-Forwarded-For": "198.51.100.9"}
+	ten := map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/t/x", "X-Tenant-Id": "acme", "X-Forwarded-For": "198.51.100.9"}
 	for i := 0; i < 3; i++ {
 		ask(false, ten)
 	}
@@ -445,6 +445,10 @@ func TestForwardAuth(t *testing.T) {
 	}
 	if rec := ask(false, map[string]string{"X-Forwarded-For": "1.2.3.4"}); rec.Code != 400 || !strings.Contains(rec.Body.String(), "missing X-Original-URI") {
 		t.Errorf("no URI: %d %s", rec.Code, rec.Body)
+	}
+	// Without the method, guessing GET would skip the POST /login rule.
+	if rec := ask(false, map[string]string{"X-Original-URI": "/login", "X-Forwarded-For": "1.2.3.4"}); rec.Code != 400 || !strings.Contains(rec.Body.String(), "missing X-Original-Method") {
+		t.Errorf("no method: %d %s", rec.Code, rec.Body)
 	}
 }
 

@@ -3,7 +3,6 @@ package tier
 import (
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
@@ -129,9 +128,6 @@ func apiKey(r *http.Request, name string) string {
 			return v
 		}
 	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(token)
+	token, _ := httplimit.BearerToken(r)
+	return token
 }
