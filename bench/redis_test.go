@@ -59,11 +59,12 @@ func redisAddr(tb testing.TB) string {
 	return ""
 }
 
-// newRedisClient returns a client with go-redis' defaults, as an
-// application would have, on a freshly flushed database 0 of the private
-// test server.
+// newRedisClient returns the client every contender shares: go-redis'
+// defaults plus ContextTimeoutEnabled, which docs/REDIS.md recommends (it
+// makes socket I/O honour context deadlines, so the store can run a lone
+// call on the caller's goroutine; the peers' single EVALSHA is unaffected).
 func newRedisClient(tb testing.TB) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr(tb)})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr(tb), ContextTimeoutEnabled: true})
 	tb.Cleanup(func() { rdb.Close() })
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		tb.Fatalf("redis at %s: %v", rdb.Options().Addr, err)
