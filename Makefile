@@ -2,7 +2,7 @@
 GO      ?= go
 CONFIG  ?= examples/quickstart.yaml
 
-.PHONY: run test test-go bench bench-daemon loadtest fuzz services-up services-down
+.PHONY: run test test-go bench bench-middleware bench-daemon loadtest fuzz services-up services-down
 
 run:
 	$(GO) run ./cmd/floodgate serve -c $(CONFIG)
@@ -24,6 +24,10 @@ test-go:
 # Memory-store and middleware benchmarks against the peers (bench/ module).
 bench:
 	scripts/bench.sh
+
+# The middleware over the wire with wrk: bare handler against wrapped.
+bench-middleware:
+	scripts/bench-middleware.sh
 
 # Gateway and decision API over HTTP with wrk.
 bench-daemon:
