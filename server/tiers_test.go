@@ -3,13 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/floodgate/floodgate/internal/pgtest"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -172,53 +170,8 @@ func TestTiersPerKeyAndRoute(t *testing.T) {
 	}
 }
 
-// testDatabase creates a database of its own on FLOODGATE_TEST_POSTGRES
-// and drops it when the test ends; it returns the database's URL.
-func testDatabase(t *testing.T) string {
-	t.Helper()
-	admin := os.Getenv("FLOODGATE_TEST_POSTGRES")
-	if admin == "" {
-		if testing.Short() {
-			t.Skip("FLOODGATE_TEST_POSTGRES not set (-short)")
-		}
-		t.Fatal("FLOODGATE_TEST_POSTGRES is not set: run scripts/services-up.sh and load /tmp/floodgate-test/env")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect to FLOODGATE_TEST_POSTGRES (start it with scripts/services-up.sh): %v", err)
-	}
-	defer conn.Close(ctx)
-	var b [6]byte
-	rand.Read(b[:])
-	name := "floodgate_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
 func TestPostgresTiers(t *testing.T) {
-	dbURL := testDatabase(t)
+	dbURL := pgtest.Database(t)
 	t.Setenv("FG_TEST_DATABASE_URL", dbURL)
 	section := `database: {url: "${FG_TEST_DATABASE_URL}"}
 tiers:

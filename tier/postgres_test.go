@@ -3,13 +3,11 @@ package tier_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"github.com/floodgate/floodgate/internal/pgtest"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,46 +26,12 @@ import (
 // it runs.
 func testDB(t *testing.T) (*pgxpool.Pool, *proxy, *atomic.Int64) {
 	t.Helper()
-	admin := os.Getenv("FLOODGATE_TEST_POSTGRES")
-	if admin == "" {
-		if testing.Short() {
-			t.Skip("FLOODGATE_TEST_POSTGRES unset (-short)")
-		}
-		t.Fatal("FLOODGATE_TEST_POSTGRES is not set: run scripts/services-up.sh and `. /tmp/floodgate-test/env` (or `make test`)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect to FLOODGATE_TEST_POSTGRES (start it with scripts/services-up.sh): %v", err)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	name := "floodgate_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-
-	u, err := url.Parse(admin)
+	u, err := url.Parse(pgtest.Database(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	px := startProxy(t, u.Host)
-	u.Host, u.Path = px.addr(), "/"+name
+	u.Host = px.addr()
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +39,7 @@ func testDB(t *testing.T) (*pgxpool.Pool, *proxy, *atomic.Int64) {
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	lookups := &atomic.Int64{}
 	cfg.ConnConfig.Tracer = lookupCounter{lookups}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

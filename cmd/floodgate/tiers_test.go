@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
+	"github.com/floodgate/floodgate/internal/pgtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,51 +15,6 @@ import (
 
 	"github.com/floodgate/floodgate/tier"
 )
-
-// scratchDatabase creates a database of its own on FLOODGATE_TEST_POSTGRES
-// and drops it when the test ends; it returns the database's URL.
-func scratchDatabase(t *testing.T) string {
-	t.Helper()
-	admin := os.Getenv("FLOODGATE_TEST_POSTGRES")
-	if admin == "" {
-		if testing.Short() {
-			t.Skip("FLOODGATE_TEST_POSTGRES not set (-short)")
-		}
-		t.Fatal("FLOODGATE_TEST_POSTGRES is not set: run scripts/services-up.sh and load /tmp/floodgate-test/env")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect to FLOODGATE_TEST_POSTGRES (start it with scripts/services-up.sh): %v", err)
-	}
-	defer conn.Close(ctx)
-	var b [6]byte
-	rand.Read(b[:])
-	name := "floodgate_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
 
 // run runs the floodgate binary with env (on top of the environment
 // minus FLOODGATE_DATABASE_URL) and returns stdout, stderr and the exit
@@ -90,7 +43,7 @@ func run(t *testing.T, env []string, args ...string) (string, string, int) {
 var keyLine = regexp.MustCompile(`^fg_[A-Za-z0-9_-]{43}\n\nid:     ([0-9a-f]{16})\ntenant: acme\ntier:   free\n`)
 
 func TestKeysAndTiersCommands(t *testing.T) {
-	dbURL := scratchDatabase(t)
+	dbURL := pgtest.Database(t)
 	env := []string{DatabaseEnv + "=" + dbURL}
 
 	// Errors of nested commands are printed, with a non-zero status.
