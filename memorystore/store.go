@@ -164,19 +164,7 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 		if cost > p.Capacity() {
 			return floodgate.CheckCost(cost, policies)
 		}
-		st := head.state
-		if head.exp <= now {
-			st = algorithm.State{}
-		}
-		var r algorithm.Result
-		switch p.Algorithm { // called directly: each layer would copy the result
-		case floodgate.GCRA:
-			st, r = algorithm.GCRA(st, now, params(p), cost)
-		case floodgate.TokenBucket:
-			st, r = algorithm.TokenBucket(st, now, params(p), cost)
-		default:
-			st, r = decide(head, p, now, cost)
-		}
+		st, r := decide(head, p, now, cost)
 		setResult(&results[0], r)
 		if r.Allowed && cost > 0 {
 			head.state, head.exp = st, r.Expires
