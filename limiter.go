@@ -149,11 +149,14 @@ func (l *Limiter) StoreErrors() uint64 { return l.storeErrors.Load() }
 // caller's ctx errors are returned as they are, whatever the mode.
 func (l *Limiter) Take(ctx context.Context, key string, cost int64) (Decision, error) {
 	d := Decision{Results: make([]Result, len(l.policies))}
+	// The store checks too, but a failure mode answering in its place must
+	// not admit a cost that could never pass.
 	if err := CheckCost(cost, l.policies); err != nil {
 		return d, err
 	}
 	var err error
-	if skip := l.skipUntil.Load(); skip != 0 && l.now().UnixNano() < skip {
+	skip := l.skipUntil.Load()
+	if skip != 0 && l.now().UnixNano() < skip {
 		err = errSkipped
 	} else {
 		err = l.store.Take(ctx, key, cost, l.policies, d.Results)
@@ -163,6 +166,9 @@ func (l *Limiter) Take(ctx context.Context, key string, cost int64) (Decision, e
 			return d, ctx.Err()
 		}
 		return l.fail(ctx, key, cost, d, err)
+	}
+	if skip != 0 {
+		l.skipUntil.CompareAndSwap(skip, 0) // recovered: no clock read per call from here on
 	}
 	l.finish(&d, l.policies)
 	return d, nil
