@@ -448,10 +448,10 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 	for _, sp := range lim.slots {
 		rel, free, got, err := lim.slotStore.Acquire(ctx, key, sp, lim.lease)
 		if err != nil {
+			m.metrics.storeError(ru.name)
 			if ru.failure == floodgate.FailOpen || ru.failure == floodgate.FailToLocal {
 				continue
 			}
-			m.metrics.storeError(ru.name)
 			m.unavailable(w, r, ru, err)
 			return release, false
 		}
@@ -518,7 +518,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 		}
 		if ru.mode == Shadow {
 			m.metrics.shadowDenied(ru.name, denied.Policy.Name)
-			m.logDenied(ctx, ru, key, denied, slog.LevelInfo, "shadow rate limit exceeded")
+			m.logDenied(ctx, ru, key, denied, RetryAfterSeconds(denied), slog.LevelInfo, "shadow rate limit exceeded")
 			return release, true
 		}
 		m.headers.Set(w.Header(), lim.policyValue, results, denied)

@@ -150,11 +150,9 @@ func RetryAfterSeconds(d *floodgate.Decision) int64 {
 
 func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, key string, d *floodgate.Decision) {
 	secs := RetryAfterSeconds(d)
-	h := w.Header()
-	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
-	h["Cache-Control"] = []string{"no-store"} // RFC 6585 §4: a 429 must not be cached
+	refusing(w.Header(), secs)
 	m.metrics.retryAfter(ru.name, secs)
-	m.logDenied(r.Context(), ru, key, d, slog.LevelWarn, "rate limit exceeded")
+	m.logDenied(r.Context(), ru, key, d, secs, slog.LevelWarn, "rate limit exceeded")
 	if m.onReject != nil {
 		m.onReject(w, r, *d)
 		return
@@ -171,9 +169,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 // abnormal-usage-detected problem type (draft-11 §5).
 func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key string, ra time.Duration) {
 	secs := max(1, ceilSeconds(ra))
-	h := w.Header()
-	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
-	h["Cache-Control"] = []string{"no-store"}
+	refusing(w.Header(), secs)
 	m.metrics.decision(ru.name, "", "blocked")
 	m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",
 		slog.String("rule", ru.name), slog.String("key", Fingerprint(key)), slog.Int64("retry_after", secs))
@@ -188,10 +184,8 @@ func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key
 // RateLimit-Policy already set shows the lowered quotas (draft-11 §5).
 func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru *rule, key string, d *floodgate.Decision) {
 	secs := RetryAfterSeconds(d)
-	h := w.Header()
-	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
-	h["Cache-Control"] = []string{"no-store"}
-	m.logDenied(r.Context(), ru, key, d, slog.LevelWarn, "refused under reduced capacity")
+	refusing(w.Header(), secs)
+	m.logDenied(r.Context(), ru, key, d, secs, slog.LevelWarn, "refused under reduced capacity")
 	problem(w, http.StatusServiceUnavailable, header.Problem{
 		Type: header.ProblemTemporaryReducedCapacity, Title: "Temporary Reduced Capacity", Status: 503,
 		Detail:           fmt.Sprintf("capacity temporarily reduced to %d %s per %s", d.Policy.Quota, d.Policy.Unit, formatWindow(d.Policy.Window)),
@@ -209,13 +203,20 @@ func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, ru *rul
 	})
 }
 
-func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *floodgate.Decision, level slog.Level, msg string) {
+func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *floodgate.Decision, retryAfter int64, level slog.Level, msg string) {
 	m.logger.LogAttrs(ctx, level, msg,
 		slog.String("rule", ru.name),
 		slog.String("policy", d.Policy.Name),
 		slog.String("key", Fingerprint(key)),
-		slog.Int64("retry_after", RetryAfterSeconds(d)),
+		slog.Int64("retry_after", retryAfter),
 	)
+}
+
+// refusing sets what every refusal carries: Retry-After in whole seconds,
+// and Cache-Control: no-store (RFC 6585 §4: a 429 must not be cached).
+func refusing(h http.Header, secs int64) {
+	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
+	h["Cache-Control"] = []string{"no-store"}
 }
 
 func problem(w http.ResponseWriter, status int, p header.Problem) {
