@@ -61,9 +61,9 @@ func (m *Metrics) decision(rule, policy, outcome string) {
 	}
 }
 
-func (m *Metrics) storeLatency(ru *rule, d time.Duration) {
+func (m *Metrics) storeLatency(rule string, d time.Duration) {
 	if m != nil {
-		m.latency.WithLabelValues(ru.name).Observe(d.Seconds())
+		m.latency.WithLabelValues(rule).Observe(d.Seconds())
 	}
 }
 

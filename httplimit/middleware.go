@@ -552,8 +552,9 @@ func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *f
 		}
 		d, err := l.Take(ctx, key, cost)
 		if timed {
-			latency += time.Since(start)
-			m.metrics.storeLatency(ru, time.Since(start))
+			took := time.Since(start)
+			latency += took
+			m.metrics.storeLatency(ru.name, took)
 		}
 		switch {
 		case errors.Is(err, floodgate.ErrCostExceedsQuota):
