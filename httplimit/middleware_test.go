@@ -338,7 +338,8 @@ func TestShadowNeverBlocks(t *testing.T) {
 }
 
 func TestThrottle(t *testing.T) {
-	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{
+	rec := &recorder{}
+	srv := serve(t, httplimit.Config{Observer: rec, Rules: []httplimit.Rule{
 		{Pattern: "/short", Mode: httplimit.Throttle, MaxDelay: time.Second,
 			Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 10, Window: time.Second, Burst: 1}}},
 		{Pattern: "/long", Mode: httplimit.Throttle, MaxDelay: 50 * time.Millisecond,
@@ -363,12 +364,26 @@ func TestThrottle(t *testing.T) {
 	if el := time.Since(start); el > 40*time.Millisecond {
 		t.Fatalf("a request that cannot fit was held %v", el)
 	}
-	// A client that goes away stops the wait.
+	// A client that goes away stops the wait: the bucket is empty again, so
+	// this request would be held about 100 ms, but its client leaves at 30.
+	do(t, "GET", srv.URL+"/short")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/short", nil)
-	for range 3 {
-		http.DefaultClient.Do(req)
+	rec.mu.Lock()
+	before := len(rec.events)
+	rec.mu.Unlock()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a request whose client left got %d", resp.StatusCode)
+	}
+	// Had the server gone on holding it, it would have decided it once the
+	// pace allowed (~100 ms); it must have given up instead.
+	time.Sleep(250 * time.Millisecond)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if n := len(rec.events) - before; n != 0 {
+		t.Fatalf("the abandoned request was still decided (%d decisions)", n)
 	}
 }
 
