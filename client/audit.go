@@ -31,6 +31,16 @@ func (tr *Transport) audit(ctx context.Context, originName string, at time.Time,
 	if len(s.Items) == 0 && !s.HasRetryAfter && s.Problem == nil && s.Status != 429 {
 		return
 	}
+	if !l.Enabled(ctx, slog.LevelInfo) {
+		// No audit records wanted: skip building them (this runs on every
+		// response), but still count and warn about outliers.
+		for _, it := range s.Items {
+			if it.Outlier != "" {
+				tr.outlier(ctx, originName, it)
+			}
+		}
+		return
+	}
 	common := []slog.Attr{
 		slog.String("origin", originName),
 		slog.Time("time", at),
@@ -83,9 +93,14 @@ func (tr *Transport) audit(ctx context.Context, originName string, at time.Time,
 		}
 		l.LogAttrs(ctx, slog.LevelInfo, "ratelimit observation", attrs...)
 		if it.Outlier != "" {
-			tr.stats.outliers.Add(1)
-			l.LogAttrs(ctx, slog.LevelWarn, "ratelimit outlier ignored",
-				slog.String("origin", originName), slog.String("policy", it.Policy), slog.String("reason", it.Outlier))
+			tr.outlier(ctx, originName, it)
 		}
 	}
+}
+
+// outlier counts an item ignored as an outlier and logs a warning.
+func (tr *Transport) outlier(ctx context.Context, originName string, it Item) {
+	tr.stats.outliers.Add(1)
+	tr.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "ratelimit outlier ignored",
+		slog.String("origin", originName), slog.String("policy", it.Policy), slog.String("reason", it.Outlier))
 }

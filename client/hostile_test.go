@@ -2,6 +2,7 @@ package client
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestHostileValues(t *testing.T) {
 		{"negative t", 200, func(time.Time) []string { return []string{`RateLimit: "a";r=5;t=-10`} }},
 		{"negative legacy", 200, func(time.Time) []string { return []string{"X-RateLimit-Remaining: -1", "X-RateLimit-Reset: -30"} }},
 		{"legacy reset years ahead", 200, func(now time.Time) []string {
-			return []string{"X-RateLimit-Limit: 10", "X-RateLimit-Remaining: 0", "X-RateLimit-Reset: " + itoa64(now.AddDate(5, 0, 0).Unix())}
+			return []string{"X-RateLimit-Limit: 10", "X-RateLimit-Remaining: 0", "X-RateLimit-Reset: " + strconv.FormatInt(now.AddDate(5, 0, 0).Unix(), 10)}
 		}},
 		{"Retry-After in the past", 429, func(now time.Time) []string {
 			return []string{"Retry-After: " + now.AddDate(-1, 0, 0).UTC().Format(http.TimeFormat)}
@@ -86,18 +87,5 @@ func TestHostileValues(t *testing.T) {
 			t.Logf("%d attempts in %v virtual, peak %d/s, longest sleep %v; outliers %d, ignored fields %d, refusals %d, probes %d",
 				st.Attempts, clk.Now().Sub(start).Round(time.Millisecond), peak, clk.MaxSleep(), st.Outliers, st.Ignored, st.Refusals, st.Probes)
 		})
-	}
-}
-
-func itoa64(n int64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
 	}
 }

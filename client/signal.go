@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -179,7 +180,7 @@ func Extract(h http.Header, status int, now time.Time, o ExtractOptions) Signal 
 		for j, p := range rest {
 			if !obs.HasLimit || p.Limit == obs.Limit {
 				it.Quota, it.Window, it.HasPolicy = p.Limit, p.Window, true
-				rest = append(append([]header.IntPolicy(nil), rest[:j]...), rest[j+1:]...)
+				rest = slices.Delete(slices.Clone(rest), j, j+1)
 				break
 			}
 		}
@@ -264,6 +265,10 @@ func cached(h http.Header) bool {
 	}
 	return h.Get("X-From-Cache") == "1"
 }
+
+// ianaProblemTypes prefixes the problem type URIs of the IANA registry,
+// among them the three of draft-11 (header.ProblemQuotaExceeded, ...).
+const ianaProblemTypes = "https://iana.org/assignments/http-problem-types#"
 
 // maxProblemBytes bounds how much of a problem+json body is read.
 const maxProblemBytes = 64 << 10

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,7 +104,7 @@ func (o *origin) reserve(tr *Transport, now time.Time, bodyBytes int64, pk []byt
 		return gateResult{t: &ticket{seq: o.seq, gen: o.gen, probe: true}}
 	}
 
-	t := &ticket{costs: map[stateKey]int64{}}
+	t := &ticket{}
 	interval := 0.0 // seconds between requests
 	fresh := false
 	var exhausted *itemState
@@ -130,22 +131,19 @@ func (o *origin) reserve(tr *Transport, now time.Time, bodyBytes int64, pk []byt
 			}
 			continue
 		}
-		t.costs[k] = cost
-		if s.Unit == header.UnitRequests {
-			if p, ok := s.Pace(c.maxWindow); ok {
-				interval = math.Max(interval, 1/math.Max(p, 1e-9))
-			}
+		if t.costs == nil {
+			t.costs = map[stateKey]int64{}
 		}
+		t.costs[k] = cost
+		interval = paceInterval(interval, s.Item, c.maxWindow)
 	}
 	if exhausted != nil {
 		o.block(tr, now, exhausted.expires.Sub(now), "quota exhausted: policy "+strconv.Quote(exhausted.Policy))
 		return gateResult{wait: o.blocked.Sub(now), reason: o.lastCause}
 	}
 	for _, p := range o.policies {
-		if pkApplies(pk, p.PartitionKey) && p.Unit == header.UnitRequests {
-			if pace, ok := p.Pace(c.maxWindow); ok {
-				interval = math.Max(interval, 1/math.Max(pace, 1e-9))
-			}
+		if pkApplies(pk, p.PartitionKey) {
+			interval = paceInterval(interval, p, c.maxWindow)
 		}
 	}
 	// The pace factor slows the tighter of the server pace and the local
@@ -235,9 +233,10 @@ func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, att
 	}
 	dups := map[stateKey]int{}
 	for _, it := range s.Items {
-		k := stateKey{policy: it.Policy, pk: string(it.PartitionKey)}
-		k.dup = dups[k]
-		dups[stateKey{policy: it.Policy, pk: string(it.PartitionKey)}]++
+		base := stateKey{policy: it.Policy, pk: string(it.PartitionKey)}
+		k := base
+		k.dup = dups[base]
+		dups[base]++
 		if it.Outlier != "" {
 			// An exhausted quota with an absurd window still means "not
 			// now": wait the maximum, then probe, rather than stall for the
@@ -320,12 +319,24 @@ func retryDelay(tr *Transport, s *Signal, factor float64, attempt int) time.Dura
 
 func refusal(s *Signal) string {
 	if p := s.ProblemType(); p != "" && p != "about:blank" {
-		if i := len("https://iana.org/assignments/http-problem-types#"); len(p) > i && p[:i] == header.ProblemQuotaExceeded[:i] {
-			return p[i:]
+		if name, ok := strings.CutPrefix(p, ianaProblemTypes); ok && name != "" {
+			return name
 		}
 		return p
 	}
 	return "status " + strconv.Itoa(s.Status)
+}
+
+// paceInterval returns the larger of interval and the seconds between
+// requests that it permits, when it paces requests.
+func paceInterval(interval float64, it Item, maxWindow time.Duration) float64 {
+	if it.Unit != header.UnitRequests {
+		return interval
+	}
+	if p, ok := it.Pace(maxWindow); ok {
+		interval = math.Max(interval, 1/math.Max(p, 1e-9))
+	}
+	return interval
 }
 
 // pkApplies reports whether a signal with partition key have applies to a
@@ -381,15 +392,11 @@ func (o *origin) snapshot(tr *Transport) OriginState {
 	interval := 0.0
 	for _, s := range o.limits {
 		st.Policies = append(st.Policies, PolicyState{Item: s.Item, Observed: s.observed, Expires: s.expires, Spent: s.spent})
-		if p, ok := s.Pace(tr.cfg.maxWindow); ok && s.Unit == header.UnitRequests {
-			interval = math.Max(interval, 1/math.Max(p, 1e-9))
-		}
+		interval = paceInterval(interval, s.Item, tr.cfg.maxWindow)
 	}
 	for _, p := range o.policies {
 		st.Policies = append(st.Policies, PolicyState{Item: p})
-		if pace, ok := p.Pace(tr.cfg.maxWindow); ok && p.Unit == header.UnitRequests {
-			interval = math.Max(interval, 1/math.Max(pace, 1e-9))
-		}
+		interval = paceInterval(interval, p, tr.cfg.maxWindow)
 	}
 	st.Interval = durationOf(math.Max(interval, 1/tr.cfg.rps)/o.factor, tr.cfg.maxWait)
 	return st

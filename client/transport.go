@@ -345,7 +345,7 @@ func (tr *Transport) attempt(ctx context.Context, o *origin, req, orig *http.Req
 	if resp.StatusCode >= 400 {
 		s.Problem = ReadProblem(resp)
 	}
-	if s.Status == 429 || s.Problem != nil && strings.HasPrefix(s.Problem.Type, "https://iana.org/assignments/http-problem-types#") {
+	if s.Status == 429 || strings.HasPrefix(s.ProblemType(), ianaProblemTypes) {
 		tr.stats.refusals.Add(1)
 	}
 	o.observe(tr, t, at, &s, n)

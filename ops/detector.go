@@ -343,7 +343,7 @@ func (s *detShard) evict(now int64) {
 			victim, fewest, lastAt = k, n, last
 		}
 	}
-	if fewest >= 0 && len(s.keys) >= 1 {
+	if fewest >= 0 {
 		delete(s.keys, victim)
 	}
 }

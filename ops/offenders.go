@@ -137,8 +137,8 @@ func (o *Offenders) Top(rule string, n int) []Entry {
 	cur, prev := g.cur, g.prev
 	// Snapshot both under the generation lock so a rotation cannot
 	// reset one between the reads.
-	a, _, af := cur.snapshot()
-	b, _, bf := prev.snapshot()
+	a, af := cur.snapshot()
+	b, bf := prev.snapshot()
 	g.mu.Unlock()
 	out := mergeSummaries(a, af, b, bf)
 	if n > 0 && len(out) > n {

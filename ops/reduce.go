@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,7 +240,7 @@ func (r *Reductions) Factor(policy string) (float64, time.Time) {
 // returns them. Errors: ErrBadFactor, ErrBadDuration, an empty policy
 // list, or the store's error (some policies may then be reduced already).
 func (r *Reductions) Set(ctx context.Context, policies []string, factor float64, d time.Duration, reason string) ([]Reduction, error) {
-	if !(factor > 0 && factor < 1) || math.IsNaN(factor) {
+	if !(factor > 0 && factor < 1) { // NaN fails both comparisons
 		return nil, fmt.Errorf("%w, got %v", ErrBadFactor, factor)
 	}
 	if d <= 0 || d > r.cfg.MaxDuration {
@@ -303,15 +303,7 @@ func (r *Reductions) Active() []Reduction {
 			out = append(out, x)
 		}
 	}
-	slices.SortFunc(out, func(a, b Reduction) int {
-		if a.Policy < b.Policy {
-			return -1
-		}
-		if a.Policy > b.Policy {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Reduction) int { return strings.Compare(a.Policy, b.Policy) })
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,12 +102,18 @@ func (sl *statSlot) rule(name string) *counts {
 	return c
 }
 
-// Observe records one decision.
-func (s *Stats) Observe(e httplimit.Event) {
+// lockSlot locks a random shard and returns it with the slot of the
+// current step; the caller unlocks sh.mu.
+func (s *Stats) lockSlot() (*statShard, *statSlot) {
 	epoch := s.now().UnixNano() / int64(s.step)
 	sh := &s.shards[rand.Uint32()%uint32(len(s.shards))]
 	sh.mu.Lock()
-	sl := s.slot(sh, epoch)
+	return sh, s.slot(sh, epoch)
+}
+
+// Observe records one decision.
+func (s *Stats) Observe(e httplimit.Event) {
+	sh, sl := s.lockSlot()
 	c := sl.rule(e.Rule)
 	switch {
 	case e.Allowed:
@@ -135,10 +142,8 @@ func (s *Stats) Observe(e httplimit.Event) {
 // ObserveBlocked records a request refused by a block (see
 // DetectorConfig.OnBlocked).
 func (s *Stats) ObserveBlocked(rule, _ string) {
-	epoch := s.now().UnixNano() / int64(s.step)
-	sh := &s.shards[rand.Uint32()%uint32(len(s.shards))]
-	sh.mu.Lock()
-	s.slot(sh, epoch).rule(rule).blocked++
+	sh, sl := s.lockSlot()
+	sl.rule(rule).blocked++
 	sh.mu.Unlock()
 }
 
@@ -267,15 +272,7 @@ func (s *Stats) Snapshot() Snapshot {
 		rs.Totals.finish()
 		out.Rules = append(out.Rules, *rs)
 	}
-	slices.SortFunc(out.Rules, func(a, b RuleSeries) int {
-		switch {
-		case a.Rule < b.Rule:
-			return -1
-		case a.Rule > b.Rule:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out.Rules, func(a, b RuleSeries) int { return strings.Compare(a.Rule, b.Rule) })
 	out.Totals.finish()
 	for i, c := range retry {
 		b := RetryBucket{Count: c}

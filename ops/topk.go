@@ -91,12 +91,7 @@ func (t *TopK) Capacity() int { return t.k }
 // Top returns up to n entries, heaviest first (ties by key); n ≤ 0 means all
 // counters.
 func (t *TopK) Top(n int) []Entry {
-	t.mu.Lock()
-	out := make([]Entry, len(t.heap))
-	for i, c := range t.heap {
-		out[i] = Entry{Key: c.key, Count: c.count, Error: c.err}
-	}
-	t.mu.Unlock()
+	out, _ := t.snapshot()
 	sortEntries(out)
 	if n > 0 && len(out) > n {
 		out = out[:n]
@@ -113,10 +108,10 @@ func (t *TopK) Reset() {
 	clear(t.index)
 }
 
-// snapshot returns all counters and the total, unsorted, and the smallest
-// count when every counter is taken (0 otherwise): a key absent from a
-// full summary may have been seen up to that many times.
-func (t *TopK) snapshot() (entries []Entry, total, floor uint64) {
+// snapshot returns all counters, unsorted, and the smallest count when
+// every counter is taken (0 otherwise): a key absent from a full summary
+// may have been seen up to that many times.
+func (t *TopK) snapshot() (entries []Entry, floor uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	entries = make([]Entry, len(t.heap))
@@ -126,7 +121,7 @@ func (t *TopK) snapshot() (entries []Entry, total, floor uint64) {
 	if len(t.heap) == t.k {
 		floor = t.heap[0].count
 	}
-	return entries, t.total, floor
+	return entries, floor
 }
 
 func sortEntries(es []Entry) {

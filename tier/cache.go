@@ -272,7 +272,7 @@ func (c *Cache) fill(ctx context.Context, h Hash) (record, error) {
 	}
 	c.recovered(now)
 	rec = record{entry: e, err: err, expires: now.Add(ttl).UnixNano(), staleUntil: stalePast(now.Add(ttl), c.opts.MaxStale)}
-	c.store(sh, h, rec)
+	c.store(sh, h, rec, now.UnixNano())
 	return rec, nil
 }
 
@@ -287,10 +287,9 @@ func stalePast(expires time.Time, maxStale time.Duration) int64 {
 }
 
 // store puts rec under h, evicting when the shard is full: among a few
-// sampled entries an expired one if any, else the first sampled. Go's
+// sampled entries one expired at now if any, else the first sampled. Go's
 // random map iteration order makes the sample random.
-func (c *Cache) store(sh *shard, h Hash, rec record) {
-	now := c.opts.Now().UnixNano()
+func (c *Cache) store(sh *shard, h Hash, rec record, now int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, ok := sh.m[h]; !ok && len(sh.m) >= c.per {

@@ -84,25 +84,27 @@ func KeysList(ctx context.Context, db DB, tenant string, w io.Writer) error {
 // keep answering for it until their entry expires (CacheOptions.TTL).
 // Errors: no such key, or the database's.
 func KeysRevoke(ctx context.Context, db DB, ref string, w io.Writer) error {
+	const revoke = "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE "
 	var (
-		tag pgconn.CommandTag
-		err error
+		where string
+		arg   any
 	)
 	switch {
 	case strings.HasPrefix(ref, KeyPrefix):
 		h := HashKey(ref)
-		tag, err = db.Exec(ctx, "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE key_hash = $1", h[:])
+		where, arg = "key_hash = $1", h[:]
 	case len(ref) == 64:
-		h, perr := ParseHash(ref)
-		if perr != nil {
-			return perr
+		h, err := ParseHash(ref)
+		if err != nil {
+			return err
 		}
-		tag, err = db.Exec(ctx, "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE key_hash = $1", h[:])
+		where, arg = "key_hash = $1", h[:]
 	case len(ref) == 16:
-		tag, err = db.Exec(ctx, "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE key_id = lower($1)", ref)
+		where, arg = "key_id = lower($1)", ref
 	default:
 		return fmt.Errorf("tier: keys revoke: %q is neither a key ID (16 hex digits), a key hash (64) nor a key (%s…)", ref, KeyPrefix)
 	}
+	tag, err := db.Exec(ctx, revoke+where, arg)
 	if err != nil {
 		return fmt.Errorf("tier: keys revoke: %w", err)
 	}

@@ -113,10 +113,7 @@ func Plan(src Source, opts PlanOptions) func(r *http.Request) (string, httplimit
 		if opts.Partition == ByKey {
 			pk = h.ID()
 		}
-		if suffix != "" {
-			pk += suffix
-		}
-		return pk, httplimit.Plan{Name: e.Tier, Policies: e.Policies}, nil
+		return pk + suffix, httplimit.Plan{Name: e.Tier, Policies: e.Policies}, nil
 	}
 }
 

@@ -3,7 +3,6 @@ package tier_test
 import (
 	"bytes"
 	"context"
-	"github.com/floodgate/floodgate/internal/pgtest"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/pgtest"
 	"github.com/floodgate/floodgate/tier"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
