@@ -173,8 +173,10 @@ func parsePrefix(s string) (netip.Prefix, error) {
 }
 
 // Trusted reports whether a (normalised) address is a trusted proxy.
-func (r *Resolver) Trusted(a netip.Addr) bool {
-	a = normalise(a)
+func (r *Resolver) Trusted(a netip.Addr) bool { return r.isTrusted(normalise(a)) }
+
+// isTrusted is Trusted for an address already normalised.
+func (r *Resolver) isTrusted(a netip.Addr) bool {
 	for _, p := range r.trusted {
 		if p.Contains(a) {
 			return true
@@ -199,17 +201,16 @@ func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
 	if !ok {
 		return netip.Addr{}, ErrNoPeer
 	}
-	if len(r.sources) == 0 || !r.Trusted(peer) {
+	if len(r.sources) == 0 || !r.isTrusted(peer) {
 		return peer, nil
 	}
 	for _, s := range r.sources {
-		if len(req.Header[s.header]) == 0 {
-			continue
+		if len(req.Header[s.header]) > 0 { // the first source present decides
+			if a, ok := parseAddr(s.strat.ClientIP(req.Header, req.RemoteAddr)); ok {
+				return a, nil
+			}
+			break
 		}
-		if a, ok := parseAddr(s.strat.ClientIP(req.Header, req.RemoteAddr)); ok {
-			return a, nil
-		}
-		return peer, nil
 	}
 	return peer, nil
 }
@@ -223,12 +224,13 @@ func (r *Resolver) Key(req *http.Request) string {
 	if err != nil {
 		return ""
 	}
-	return r.KeyFor(a)
+	return r.key(a) // ClientIP's result is normalised
 }
 
 // KeyFor returns the key of an address already resolved (see Key).
-func (r *Resolver) KeyFor(a netip.Addr) string {
-	a = normalise(a)
+func (r *Resolver) KeyFor(a netip.Addr) string { return r.key(normalise(a)) }
+
+func (r *Resolver) key(a netip.Addr) string {
 	// A stack buffer keeps this to the single allocation of the result.
 	var buf [64]byte
 	if r.v6bits > 0 && a.Is6() {

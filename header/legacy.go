@@ -65,11 +65,7 @@ func AppendLegacyReset(dst []byte, reset, now time.Time, style ResetStyle) []byt
 		if d <= 0 {
 			return append(dst, '0')
 		}
-		s := int64(d / time.Second)
-		if d%time.Second != 0 {
-			s++
-		}
-		return strconv.AppendInt(dst, s, 10)
+		return strconv.AppendInt(dst, ceilSeconds(d), 10)
 	}
 	s := reset.Unix()
 	if reset.Nanosecond() > 0 {
@@ -366,8 +362,9 @@ func Detect(h http.Header, now time.Time, opts DetectOptions) Observation {
 
 	if v := h.Values(FieldRateLimit); len(v) > 0 {
 		first := strings.TrimLeft(strings.Join(v, ","), " \t")
+		dict := looksLikeDict(first)
 		switch {
-		case strings.HasPrefix(first, `"`) || opts.Lenient && !looksLikeDict(first):
+		case strings.HasPrefix(first, `"`) || opts.Lenient && !dict:
 			var err error
 			if opts.Lenient {
 				o.Limits, err = ParseLimitLenient(v...)
@@ -379,7 +376,7 @@ func Detect(h http.Header, now time.Time, opts DetectOptions) Observation {
 			} else {
 				setDialect(DialectDraft11)
 			}
-		case looksLikeDict(first):
+		case dict:
 			if d, err := ParseDraft07(v...); err != nil {
 				ignore(FieldRateLimit, err)
 			} else {

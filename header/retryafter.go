@@ -81,11 +81,16 @@ func FormatRetryAfter(d time.Duration) string {
 	if d <= time.Second {
 		return "1"
 	}
+	return strconv.FormatInt(ceilSeconds(d), 10)
+}
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 {
 	s := int64(d / time.Second)
-	if d%time.Second != 0 {
+	if d%time.Second > 0 {
 		s++
 	}
-	return strconv.FormatInt(s, 10)
+	return s
 }
 
 // ParseRetryAfter parses a Retry-After value strictly (RFC 9110 §10.2.3)
@@ -269,7 +274,7 @@ func parseHTTPDate(v string, now time.Time, lenient bool) (time.Time, DateFormat
 
 // num parses 1 to 4 ASCII digits.
 func num(s string) (int, bool) {
-	if s == "" || !isDigits(s) {
+	if !isDigits(s) {
 		return 0, false
 	}
 	n := 0

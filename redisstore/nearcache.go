@@ -107,7 +107,7 @@ func (c *nearCache) remember(tag string, policies []floodgate.Policy, cost int64
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, ok := sh.m[tag]; !ok && len(sh.m) >= c.perShard {
-		c.evict(sh, sent)
+		sh.evict(sent)
 	}
 	sh.m[tag] = d
 }
@@ -115,7 +115,7 @@ func (c *nearCache) remember(tag string, policies []floodgate.Policy, cost int64
 // evict removes one entry from a full shard: an expired one if a sample of
 // eight holds one, else the sampled entry that expires first. Map iteration
 // starts at a random place, which makes the sample random.
-func (c *nearCache) evict(sh *nearShard, now time.Time) {
+func (sh *nearShard) evict(now time.Time) {
 	var victim string
 	var soonest time.Time
 	seen := 0

@@ -55,10 +55,9 @@ func (s *Store) Acquire(ctx context.Context, key string, p floodgate.Policy, lea
 		return nil, 0, false, nil
 	}
 	release := func() {
-		// Best effort, detached from the request: if it fails, the lease ends anyway.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
-		defer cancel()
-		s.call(ctx, func(ctx context.Context) error { return s.client.ZRem(ctx, k, token).Err() })
+		// Best effort, detached from the request (call adds the timeout):
+		// if it fails, the lease ends anyway.
+		s.call(context.WithoutCancel(ctx), func(ctx context.Context) error { return s.client.ZRem(ctx, k, token).Err() })
 	}
 	return release, res[1], true, nil
 }
@@ -81,6 +80,6 @@ func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: no answer within %v: %w", floodgate.ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
+		return s.timedOut()
 	}
 }

@@ -167,23 +167,17 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if c.clock != nil {
 		s.slack = testClockSlack.Milliseconds()
 	}
-	switch client.(type) {
-	case *redis.Client:
-		s.grouping = groupAll
-	case *redis.ClusterClient:
-		s.grouping = groupSlot
-	default:
-		s.grouping = groupTag
-	}
 	if c.nearSize > 0 {
 		s.near = newNearCache(c.nearSize, c.nearMin)
 	}
 	s.b = batcher{maxBatch: c.maxBatch, maxInFlight: c.maxInFlight, timeout: c.timeout, exec: s.exec}
-	switch c := client.(type) {
+	switch cl := client.(type) {
 	case *redis.Client:
-		s.b.inline = c.Options().ContextTimeoutEnabled
+		s.grouping, s.b.inline = groupAll, cl.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		s.b.inline = c.Options().ContextTimeoutEnabled
+		s.grouping, s.b.inline = groupSlot, cl.Options().ContextTimeoutEnabled
+	default:
+		s.grouping = groupTag
 	}
 	return s, nil
 }
@@ -220,11 +214,8 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	if s.clock != nil {
 		r.now = s.clock().UnixMicro()
 	}
-	switch s.grouping {
-	case groupSlot:
-		r.group = uint32(slot(t))
-	case groupTag:
-		r.group = uint32(slot(t)) // refined by the tag itself in exec
+	if s.grouping != groupAll {
+		r.group = uint32(slot(t)) // with groupTag, refined by the tag itself in groups
 	}
 	if err := s.wait(ctx, r); err != nil {
 		return err
@@ -252,24 +243,33 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 // hold it.
 func (s *Store) wait(ctx context.Context, r *request) error {
 	s.b.submit(ctx, r)
-	timer := time.NewTimer(s.timeout)
 	select {
-	case <-r.done:
-		timer.Stop()
-		if r.err != nil {
-			err := r.err
-			putRequest(r)
-			return s.unavailable(ctx, err)
+	case <-r.done: // already answered: the caller ran its request inline
+	default:
+		timer := time.NewTimer(s.timeout)
+		defer timer.Stop()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			r.state.CompareAndSwap(queued, abandoned)
+			return ctx.Err()
+		case <-timer.C:
+			r.state.CompareAndSwap(queued, abandoned)
+			return s.timedOut()
 		}
-		return nil
-	case <-ctx.Done():
-		timer.Stop()
-		r.state.CompareAndSwap(queued, abandoned)
-		return ctx.Err()
-	case <-timer.C:
-		r.state.CompareAndSwap(queued, abandoned)
-		return fmt.Errorf("%w: no answer within %v: %w", floodgate.ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
 	}
+	if r.err != nil {
+		err := r.err
+		putRequest(r)
+		return s.unavailable(ctx, err)
+	}
+	return nil
+}
+
+// timedOut is the error of a call that got no answer within the per-call
+// timeout.
+func (s *Store) timedOut() error {
+	return fmt.Errorf("%w: no answer within %v: %w", floodgate.ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
 }
 
 func (s *Store) unavailable(ctx context.Context, err error) error {
@@ -407,7 +407,7 @@ func sameTag(a, b *request) bool {
 // evalCmd builds one script call for group (see lua/dispatch.lua for the
 // argument layout).
 func evalCmd(ctx context.Context, verb, body string, slack int64, group []*request) *redis.IntSliceCmd {
-	nkeys, nargs := 0, 1
+	nkeys, nargs := 0, 2 // n and the TTL slack, then per request
 	for _, r := range group {
 		nkeys += len(r.keys)
 		nargs += 3 + 4*len(r.params)

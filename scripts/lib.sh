@@ -84,19 +84,25 @@ log_tail() {
   return 0
 }
 
-# Config common to every data node. No persistence: tests own their data, and an
-# instance that restarts empty is exactly what restart tests should see.
-write_common_conf() {
-  local port=$1 dir
-  dir=$(node_dir "$port")
+# Config every instance shares, the sentinel included.
+write_base_conf() {
+  local port=$1
   cat <<EOF
 port $port
 bind 127.0.0.1
 protected-mode no
 daemonize yes
-dir $dir
+dir $(node_dir "$port")
 pidfile $(node_pidfile "$port")
 logfile $(node_logfile "$port")
+EOF
+}
+
+# Config common to every data node. No persistence: tests own their data, and an
+# instance that restarts empty is exactly what restart tests should see.
+write_common_conf() {
+  write_base_conf "$1"
+  cat <<EOF
 loglevel notice
 save ""
 appendonly no
@@ -115,14 +121,8 @@ write_node_conf() {
   conf=$(node_conf "$port")
   mkdir -p "$dir"
   if [[ $port == "$SENTINEL_PORT" ]]; then
-    cat >"$conf" <<EOF
-port $port
-bind 127.0.0.1
-protected-mode no
-daemonize yes
-dir $dir
-pidfile $(node_pidfile "$port")
-logfile $(node_logfile "$port")
+    write_base_conf "$port" >"$conf"
+    cat >>"$conf" <<EOF
 sentinel monitor $SENTINEL_MASTER_NAME 127.0.0.1 $SENTINEL_MASTER_PORT 1
 sentinel down-after-milliseconds $SENTINEL_MASTER_NAME $SENTINEL_DOWN_AFTER_MS
 sentinel failover-timeout $SENTINEL_MASTER_NAME $SENTINEL_FAILOVER_TIMEOUT_MS

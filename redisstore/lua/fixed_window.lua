@@ -4,13 +4,13 @@
 local function fixed_window_take(i, key, now, q, cap, w, cost)
   local found, sa, sb = load(key)
   local start = max(now - mod(now, w), sa)
-  local count = 0
-  if found and sa == start then count = sb end
+  local same, count = found and sa == start, 0
+  if same then count = sb end
   local avail = max(q - count, 0)
   local reset = start + w - now
   if max(cost, 1) > avail then return 0, avail, reset, reset end
   if cost == 0 then return 1, avail, reset, 0 end
-  PA[i], PB[i], PX[i], PK[i] = start, count + cost, start + w, found and sa == start
+  PA[i], PB[i], PX[i], PK[i] = start, count + cost, start + w, same
   return 1, avail - cost, reset, 0
 end
 
