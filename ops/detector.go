@@ -156,7 +156,8 @@ type ruleKey struct{ rule, key string }
 // history is a ring of the last Threshold limited times of one key, in
 // Unix nanoseconds: exact sliding-window counting in Threshold×8 bytes.
 type history struct {
-	times  []int64
+	times  []int64 // ring of the last size denial times
+	size   int     // the threshold the ring was built for
 	next   int
 	quiet  int64 // no alert before this time (deduplication)
 	policy string
@@ -300,6 +301,11 @@ func (d *Detector) Observe(e httplimit.Event) {
 		s.keys[k] = h
 	}
 	h.policy = e.Policy
+	if h.size != r.Threshold {
+		// New, or the threshold changed on a reload: a ring built for
+		// another size would be misread, so count afresh.
+		h.times, h.next, h.size = h.times[:0], 0, r.Threshold
+	}
 	if len(h.times) < r.Threshold {
 		h.times = append(h.times, ns)
 	} else {

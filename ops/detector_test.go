@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -405,5 +406,38 @@ func TestDetectorConfigErrors(t *testing.T) {
 	}
 	if _, err := ops.NewDetector(ops.DetectorConfig{Webhook: &ops.WebhookConfig{URL: "ftp://x"}}); err == nil {
 		t.Fatal("ftp webhook accepted")
+	}
+}
+
+// TestDetectorThresholdReload: a reload that changes the threshold still
+// alerts at the new one for keys already being counted.
+func TestDetectorThresholdReload(t *testing.T) {
+	clock := time.Unix(1_800_000_000, 0)
+	d, err := ops.NewDetector(ops.DetectorConfig{
+		Default: ops.AbuseRule{Threshold: 5, Window: time.Minute},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:     func() time.Time { return clock },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	deny := func(n int) {
+		for range n {
+			clock = clock.Add(time.Millisecond)
+			d.Observe(httplimit.Event{Rule: "r", Policy: "p", Key: "k"})
+		}
+	}
+	deny(3) // counted under threshold 5
+	for _, th := range []int{2, 8} {
+		if err := d.SetRules(ops.AbuseRule{Threshold: th, Window: time.Minute}, nil); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(2 * time.Minute) // past the dedup window
+		before := len(d.Alerts())
+		deny(th)
+		if got := len(d.Alerts()) - before; got != 1 {
+			t.Fatalf("threshold %d: %d alerts after %d denials, want 1", th, got, th)
+		}
 	}
 }
