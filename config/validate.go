@@ -364,7 +364,7 @@ func (v *validator) policies() {
 			v.fail(f+field, format, args...)
 			ok = false
 		}
-		if err := (floodgate.Policy{Name: name, Algorithm: floodgate.GCRA, Quota: 1, Window: time.Second}).Validate(); err != nil {
+		if !validName(name) {
 			bad("", "bad policy name: use 1–64 letters, digits, '_', '-' or '.'")
 		}
 		var err error
@@ -490,6 +490,13 @@ func (c *Config) FailureMode(i int) floodgate.FailureMode {
 	}
 	m, _ := floodgate.ParseFailureMode(s)
 	return m
+}
+
+// validName reports whether name is a valid policy name; tier names follow
+// the same rule. floodgate keeps its check unexported, so a policy that
+// differs only in name asks it.
+func validName(name string) bool {
+	return floodgate.Policy{Name: name, Algorithm: floodgate.GCRA, Quota: 1, Window: time.Second}.Validate() == nil
 }
 
 // nopStore lets httplimit.New check a pattern without any state.

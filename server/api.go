@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,8 +117,8 @@ func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *stat
 		writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
 		return
 	}
-	if max := st.cfg.API.MaxBatch; len(reqs) > max {
-		writeProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("a batch holds at most %d checks (api.max_batch), got %d", max, len(reqs)))
+	if n := st.cfg.API.MaxBatch; len(reqs) > n {
+		writeProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("a batch holds at most %d checks (api.max_batch), got %d", n, len(reqs)))
 		return
 	}
 	if len(reqs) == 0 {
@@ -215,11 +217,7 @@ func (s *Server) selectSet(st *state, rule string, policies []string) (*limiterS
 	case rule != "":
 		ls, ok := st.rules[rule]
 		if !ok {
-			names := make([]string, 0, len(st.rules))
-			for n := range st.rules {
-				names = append(names, n)
-			}
-			slicesSort(names)
+			names := slices.Sorted(maps.Keys(st.rules))
 			return nil, badRequest("unknown rule %q (rules with rate policies: %s)", rule, strings.Join(names, ", "))
 		}
 		return ls, nil
@@ -376,10 +374,10 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 // reset is t of the RateLimit field (seconds), retry_after the Retry-After
 // seconds (0 when allowed), window the policy's w (seconds).
 func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
+	// The scalar fields of d are those of its reported policy's Result
+	// (floodgate.Decision): the denying one with the longest wait, or else
+	// the one closest to its limit.
 	rep := floodgate.Result{Policy: d.Policy, Allowed: d.Allowed, Remaining: d.Remaining, ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter}
-	if len(d.Results) > 0 {
-		rep = reported(d)
-	}
 	var retry int64
 	if !d.Allowed {
 		retry = httplimit.RetryAfterSeconds(&d)

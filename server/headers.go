@@ -2,15 +2,12 @@ package server
 
 import (
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 )
-
-func slicesSort(s []string) { slices.Sort(s) }
 
 // setHeaders writes the rate-limit fields of a decision-API answer, the
 // same fields the middleware puts on proxied responses (H3, H4, H6), and
@@ -25,15 +22,4 @@ func (st *state) setHeaders(h http.Header, ls *limiterSet, d floodgate.Decision)
 		h[header.FieldRetryAfter] = []string{strconv.FormatInt(httplimit.RetryAfterSeconds(denied), 10)}
 	}
 	st.headers.Set(h, ls.policyField, d.Results, denied)
-}
-
-// reported is the Result the scalar fields speak of: the denying policy
-// with the longest wait, or else the one closest to its limit.
-func reported(d floodgate.Decision) floodgate.Result {
-	for _, r := range d.Results {
-		if r.Policy.Name == d.Policy.Name {
-			return r
-		}
-	}
-	return d.Results[0]
 }

@@ -8,7 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,10 +103,9 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
-	if s.local == nil {
-		s.local = newLocalStore()
-		s.closeFns = append(s.closeFns, s.local.(interface{ Close() error }).Close)
-	}
+	local := newLocalStore()
+	s.local = local
+	s.closeFns = append(s.closeFns, local.Close)
 	s.transport = newTransport()
 	if err := s.setupOps(cfg); err != nil {
 		s.closeStore()
@@ -189,7 +188,8 @@ func restartNeeded(old, cfg *config.Config) []string {
 	addr("forward_auth", of, nf)
 	addr("admin", old.Admin.Listen, cfg.Admin.Listen)
 	ost, nst := old.Store, cfg.Store
-	if ost.Type != nst.Type || ost.Redis.URL != nst.Redis.URL || !slices.Equal(ost.Redis.Cluster, nst.Redis.Cluster) || ost.Memory != nst.Memory {
+	// The whole redis section is read once, at New (openStore).
+	if ost.Type != nst.Type || ost.Memory != nst.Memory || !reflect.DeepEqual(ost.Redis, nst.Redis) {
 		out = append(out, "store")
 	}
 	return out

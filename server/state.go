@@ -1,10 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -204,12 +207,11 @@ func (s *Server) set(st *state, names []string) (*limiterSet, error) {
 		}
 		ps = append(ps, p)
 	}
-	if err := floodgate.ValidatePolicies(ps); err != nil {
-		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
-	}
+	// NewLimiter runs floodgate.ValidatePolicies, which catches a name
+	// given twice.
 	ls, err := s.newSet(ps, mustMode(st.cfg.Store.FailureMode), st.cfg.Store.LocalShare)
 	if err != nil {
-		return nil, err
+		return nil, errors.New(strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
 	}
 	st.mu.Lock()
 	if len(st.sets) < maxSets {
@@ -305,14 +307,7 @@ func hostOnly(h string) string {
 
 func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
-func sortedNames(m map[string]floodgate.Policy) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slicesSort(out)
-	return out
-}
+func sortedNames(m map[string]floodgate.Policy) []string { return slices.Sorted(maps.Keys(m)) }
 
 // allowed is the forward-auth answer for a request the rules let through.
 func allowed(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }

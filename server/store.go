@@ -7,13 +7,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/config"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/redisstore"
 )
 
-func newLocalStore() floodgate.Store { return memorystore.New(memorystore.WithMaxKeys(100_000)) }
+func newLocalStore() *memorystore.Store { return memorystore.New(memorystore.WithMaxKeys(100_000)) }
 
 // openStore connects the store cfg describes. A Redis that is down is not
 // an error here: decisions follow the failure mode and /readyz says 503

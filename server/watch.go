@@ -46,7 +46,7 @@ func (s *Server) Watch(ctx context.Context, debounce time.Duration) error {
 			}
 			name, _ := filepath.Abs(ev.Name)
 			// A ConfigMap swaps a "..data" symlink; the file's own name sees
-			// no event then, so any change in the directory is checked.
+			// no event then, so a change of "..data" counts too.
 			if name != file && filepath.Base(ev.Name) != "..data" {
 				continue
 			}

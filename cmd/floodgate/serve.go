@@ -45,7 +45,7 @@ SIGTERM or SIGINT shut down gracefully within shutdown_timeout.`,
 				}
 				cfg.Gateway.Upstream = config.Demo
 			}
-			return serve(cmd.Context(), cfg, !noWatch)
+			return serve(cmdContext(cmd), cfg, !noWatch)
 		},
 	}
 	c.Flags().StringVarP(&file, "config", "c", "floodgate.yaml", "configuration file")
@@ -55,9 +55,6 @@ SIGTERM or SIGINT shut down gracefully within shutdown_timeout.`,
 }
 
 func serve(ctx context.Context, cfg *config.Config, watch bool) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	srv, err := server.New(cfg)
