@@ -92,7 +92,7 @@ func New(cfg Config) (*Resolver, error) {
 	r := &Resolver{}
 	nets := make([]net.IPNet, 0, len(cfg.TrustedProxies))
 	for _, s := range cfg.TrustedProxies {
-		p, err := parsePrefix(strings.TrimSpace(s))
+		p, err := ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
 			return nil, fmt.Errorf("clientip: trusted proxy %q: %w", s, err)
 		}
@@ -147,7 +147,10 @@ func New(cfg Config) (*Resolver, error) {
 
 // parsePrefix accepts a CIDR or a bare address, normalising IPv4-mapped
 // IPv6 to IPv4 so it matches the normalised peer.
-func parsePrefix(s string) (netip.Prefix, error) {
+// ParsePrefix reads a CIDR ("10.0.0.0/8") or a single address as a
+// prefix, normalised the way client addresses are: IPv4-mapped IPv6 becomes
+// IPv4 (so "::ffff:10.0.0.0/104" is "10.0.0.0/8"), and zones are refused.
+func ParsePrefix(s string) (netip.Prefix, error) {
 	if !strings.Contains(s, "/") {
 		a, err := netip.ParseAddr(s)
 		if err != nil {

@@ -267,3 +267,24 @@ func BenchmarkKeyIPv6Grouped(b *testing.B) {
 		}
 	}
 }
+
+func TestParsePrefix(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.0/8":          "10.0.0.0/8",
+		"10.1.2.3/8":          "10.0.0.0/8",
+		"::ffff:10.0.0.0/104": "10.0.0.0/8", // matches IPv4 clients, as they are keyed
+		"::ffff:192.0.2.7":    "192.0.2.7/32",
+		"2001:db8::1":         "2001:db8::1/128",
+		"2001:db8::/32":       "2001:db8::/32",
+	} {
+		p, err := ParsePrefix(in)
+		if err != nil || p.String() != want {
+			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", in, p, err, want)
+		}
+	}
+	for _, bad := range []string{"10.0.0.0/33", "fe80::1%eth0", "::ffff:10.0.0.0/90", "nope"} {
+		if _, err := ParsePrefix(bad); err == nil {
+			t.Errorf("ParsePrefix(%q) succeeded", bad)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -63,7 +62,7 @@ func (v *validator) validate() {
 	v.rules()
 	v.ops()
 	for i, s := range c.Skip {
-		if err := checkPattern(s); err != nil {
+		if err := httplimit.ValidPattern(s); err != nil {
 			v.fail(fmt.Sprintf("skip[%d]", i), "%v", err)
 		}
 	}
@@ -78,12 +77,12 @@ func (v *validator) validate() {
 		}
 	}
 	for i, s := range c.Bypass.CIDRs {
-		if _, err := ParsePrefix(s); err != nil {
-			v.fail(fmt.Sprintf("bypass.cidrs[%d]", i), "%v", err)
+		if _, err := clientip.ParsePrefix(s); err != nil {
+			v.fail(fmt.Sprintf("bypass.cidrs[%d]", i), "bad address or CIDR %q", s)
 		}
 	}
 	for i, s := range c.TrustedProxies {
-		if _, err := clientip.New(clientip.Config{TrustedProxies: []string{s}}); err != nil {
+		if _, err := clientip.ParsePrefix(s); err != nil {
 			v.fail(fmt.Sprintf("trusted_proxies[%d]", i), "bad address or CIDR %q", s)
 		}
 	}
@@ -413,7 +412,7 @@ func (v *validator) rules() {
 		r.line = v.line(f)
 		if r.Match == "" {
 			v.fail(f, "match is required, e.g. match: \"POST /login\"")
-		} else if err := checkPattern(r.Match); err != nil {
+		} else if err := httplimit.ValidPattern(r.Match); err != nil {
 			v.fail(f+".match", "%v", err)
 		}
 		if r.Name == "" {
@@ -497,41 +496,6 @@ func (c *Config) FailureMode(i int) floodgate.FailureMode {
 // differs only in name asks it.
 func validName(name string) bool {
 	return floodgate.Policy{Name: name, Algorithm: floodgate.GCRA, Quota: 1, Window: time.Second}.Validate() == nil
-}
-
-// nopStore lets httplimit.New check a pattern without any state.
-type nopStore struct{}
-
-func (nopStore) Take(context.Context, string, int64, []floodgate.Policy, []floodgate.Result) error {
-	return nil
-}
-func (nopStore) Reset(context.Context, string, []floodgate.Policy) error { return nil }
-
-// checkPattern validates a route pattern with the same parser the
-// middleware uses.
-func checkPattern(p string) error {
-	_, err := httplimit.New(httplimit.Config{Store: nopStore{}, Skip: []string{p}})
-	if err != nil {
-		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "httplimit: skip: "))
-	}
-	return nil
-}
-
-// ParsePrefix reads a CIDR ("10.0.0.0/8") or a single address.
-func ParsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("bad CIDR %q", s)
-		}
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("bad address %q", s)
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // ParseSource maps a client_ip.headers entry to a clientip.Source.

@@ -30,6 +30,13 @@ type segment struct {
 	wild bool // {name}: any one non-empty segment
 }
 
+// ValidPattern reports whether s is a route pattern Rule.Pattern and
+// Config.Skip accept, and what is wrong with it if not.
+func ValidPattern(s string) error {
+	_, err := parsePattern(s)
+	return err
+}
+
 func parsePattern(s string) (*pattern, error) {
 	p := &pattern{raw: s}
 	rest := s

@@ -82,7 +82,7 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		Bypass:     httplimit.Bypass{Header: cfg.Bypass.Header, Tokens: cfg.Bypass.Tokens},
 	}
 	for _, c := range cfg.Bypass.CIDRs {
-		p, err := config.ParsePrefix(c)
+		p, err := clientip.ParsePrefix(c)
 		if err != nil {
 			return nil, err
 		}
