@@ -290,12 +290,14 @@ func trustedHeader(name string, res *clientip.Resolver) httplimit.KeyPart {
 	}
 }
 
+// peerAddr is the socket peer's address, normalised as client addresses
+// are (IPv4-mapped unmapped, zone dropped).
 func peerAddr(remote string) (netip.Addr, bool) {
 	if ap, err := netip.ParseAddrPort(remote); err == nil {
-		return ap.Addr().Unmap(), true
+		return ap.Addr().Unmap().WithZone(""), true
 	}
 	a, err := netip.ParseAddr(strings.Trim(remote, "[]"))
-	return a.Unmap(), err == nil
+	return a.Unmap().WithZone(""), err == nil
 }
 
 func hostOnly(h string) string {
