@@ -12,19 +12,19 @@ const t0 = 1_767_225_600 * sec
 
 func TestFixedWindowFormula(t *testing.T) {
 	p := Params{Quota: 4, Capacity: 4, Window: 10 * sec}
-	s, r := FixedWindow(State{}, t0+3*sec, p, 3)
+	s, r := decide(FixedWindow, State{}, t0+3*sec, p, 3)
 	if want := (Result{Allowed: true, Remaining: 1, ResetAfter: 7 * sec, Expires: t0 + 10*sec}); r != want {
 		t.Fatalf("first: %+v, want %+v", r, want)
 	}
 	if s != (State{A: t0, B: 3}) {
 		t.Fatalf("state %+v", s)
 	}
-	_, r = FixedWindow(s, t0+4*sec, p, 2)
+	_, r = decide(FixedWindow, s, t0+4*sec, p, 2)
 	if want := (Result{Remaining: 1, ResetAfter: 6 * sec, RetryAfter: 6 * sec, Expires: t0 + 10*sec}); r != want {
 		t.Fatalf("denied: %+v, want %+v", r, want)
 	}
 	// The next window starts empty, whatever the old count.
-	s, r = FixedWindow(s, t0+10*sec, p, 4)
+	s, r = decide(FixedWindow, s, t0+10*sec, p, 4)
 	if !r.Allowed || r.Remaining != 0 || s != (State{A: t0 + 10*sec, B: 4}) {
 		t.Fatalf("next window: %+v %+v", r, s)
 	}
@@ -42,17 +42,17 @@ func TestSlidingWindowCounterRetryIsExact(t *testing.T) {
 		s := State{A: start, B: rng.Int64N(q + 1), C: rng.Int64N(q + 1)}
 		now := start + rng.Int64N(w)
 		cost := 1 + rng.Int64N(q)
-		_, r := SlidingWindowCounter(s, now, p, cost)
+		_, r := decide(SlidingWindowCounter, s, now, p, cost)
 		if r.Allowed {
 			continue
 		}
 		if r.RetryAfter <= 0 {
 			t.Fatalf("denied with RetryAfter %d: q=%d w=%d s=%+v now-start=%d cost=%d", r.RetryAfter, q, w, s, now-start, cost)
 		}
-		if _, at := SlidingWindowCounter(s, now+r.RetryAfter, p, cost); !at.Allowed {
+		if _, at := decide(SlidingWindowCounter, s, now+r.RetryAfter, p, cost); !at.Allowed {
 			t.Fatalf("denied at RetryAfter: q=%d w=%d s=%+v e=%d cost=%d retry=%d", q, w, s, now-start, cost, r.RetryAfter)
 		}
-		if _, before := SlidingWindowCounter(s, now+r.RetryAfter-1, p, cost); before.Allowed {
+		if _, before := decide(SlidingWindowCounter, s, now+r.RetryAfter-1, p, cost); before.Allowed {
 			t.Fatalf("admitted 1µs before RetryAfter: q=%d w=%d s=%+v e=%d cost=%d retry=%d", q, w, s, now-start, cost, r.RetryAfter)
 		}
 	}
@@ -65,13 +65,13 @@ func TestSlidingWindowCounterEstimate(t *testing.T) {
 	s := State{A: start - p.Window, B: 8}
 	// At the window's start prev still weighs fully: 8 + 3 > 10. It fits
 	// once 8·(W−e)/W ≤ 10 − 3, at e = W/8 = 0.5 s.
-	_, r := SlidingWindowCounter(s, start, p, 3)
+	_, r := decide(SlidingWindowCounter, s, start, p, 3)
 	// Three units (Remaining + 1) fit at the same moment: ResetAfter 0.5 s.
 	if want := (Result{Remaining: 2, ResetAfter: sec / 2, RetryAfter: sec / 2, Expires: start + 8*sec}); r != want {
 		t.Fatalf("at window start: %+v, want %+v", r, want)
 	}
 	st := State{A: start, B: 3, C: 8}
-	_, r = SlidingWindowCounter(st, start+sec, p, 0)
+	_, r = decide(SlidingWindowCounter, st, start+sec, p, 0)
 	// 8·0.75 + 3 = 9 used; a second unit once 8·(4−e′)/4 ≤ 5, at e′ = 1.5 s.
 	if r.Remaining != 1 || !r.Allowed || r.ResetAfter != sec/2 {
 		t.Fatalf("peek: %+v, want remaining 1, reset 0.5s", r)
@@ -80,9 +80,9 @@ func TestSlidingWindowCounterEstimate(t *testing.T) {
 
 func TestBucketRefillAndNoDrift(t *testing.T) {
 	p := Params{Quota: 3, Capacity: 6, Window: sec} // 3 per second, bucket of 6
-	for name, take := range map[string]func(State, int64, Params, int64) (State, Result){"token-bucket": TokenBucket, "gcra": GCRA} {
+	for name, take := range map[string]algo{"token-bucket": TokenBucket, "gcra": GCRA} {
 		t.Run(name, func(t *testing.T) {
-			s, r := take(State{}, t0, p, 6)
+			s, r := decide(take, State{}, t0, p, 6)
 			if !r.Allowed || r.Remaining != 0 {
 				t.Fatalf("a new bucket is full: %+v", r)
 			}
@@ -90,13 +90,13 @@ func TestBucketRefillAndNoDrift(t *testing.T) {
 			if r.ResetAfter != 333334 {
 				t.Fatalf("ResetAfter %d, want 333334", r.ResetAfter)
 			}
-			_, r = take(s, t0+sec/2, p, 2)
+			_, r = decide(take, s, t0+sec/2, p, 2)
 			// 1.5 tokens after half a second; 0.5 more take 1/6 s.
 			if r.Allowed || r.Remaining != 1 || r.RetryAfter != 166667 {
 				t.Fatalf("half a second on: %+v", r)
 			}
 			// A year idle holds exactly the capacity.
-			_, r = take(s, t0+365*24*3600*sec, p, 0)
+			_, r = decide(take, s, t0+365*24*3600*sec, p, 0)
 			if r.Remaining != 6 || r.ResetAfter != 0 {
 				t.Fatalf("after a year: %+v", r)
 			}
@@ -122,8 +122,8 @@ func TestGCRAEqualsTokenBucket(t *testing.T) {
 			now += rng.Int64N(2 * w / max(q, 1) * 2)
 			cost := rng.Int64N(c + 1)
 			var a, b Result
-			tb, a = TokenBucket(tb, now, p, cost)
-			gc, b = GCRA(gc, now, p, cost)
+			tb, a = decide(TokenBucket, tb, now, p, cost)
+			gc, b = decide(GCRA, gc, now, p, cost)
 			a.Expires, b.Expires = 0, 0 // the states differ in form, not meaning
 			if a != b {
 				t.Fatalf("seq %d step %d (q=%d c=%d w=%d cost=%d): token bucket %+v, gcra %+v", seq, step, q, c, w, cost, a, b)
@@ -170,13 +170,13 @@ func FuzzAlgorithmsSane(f *testing.F) {
 			var r Result
 			switch alg % 4 {
 			case 0:
-				s, r = FixedWindow(s, now, p, cost)
+				s, r = decide(FixedWindow, s, now, p, cost)
 			case 1:
-				s, r = SlidingWindowCounter(s, now, p, cost)
+				s, r = decide(SlidingWindowCounter, s, now, p, cost)
 			case 2:
-				s, r = TokenBucket(s, now, p, cost)
+				s, r = decide(TokenBucket, s, now, p, cost)
 			case 3:
-				s, r = GCRA(s, now, p, cost)
+				s, r = decide(GCRA, s, now, p, cost)
 			}
 			if r.Remaining < 0 || r.Remaining > q || r.ResetAfter < 0 || r.RetryAfter < 0 || r.Allowed == (r.RetryAfter > 0) {
 				t.Fatalf("insane result %+v (q=%d w=%d cost=%d alg=%d)", r, q, w, cost, alg%4)
@@ -194,4 +194,15 @@ func abs(x int64) int64 {
 		return -x
 	}
 	return x
+}
+
+// algo is the shape of the four state-machine algorithms.
+type algo func(s *State, now int64, p Params, cost int64, r *Result)
+
+// decide runs f on a copy of s and returns the state after it and the
+// result, in the value form the tests compare.
+func decide(f algo, s State, now int64, p Params, cost int64) (State, Result) {
+	var r Result
+	f(&s, now, p, cost, &r)
+	return s, r
 }

@@ -1,7 +1,8 @@
 package algorithm
 
-// TokenBucket decides cost at time now (µs) for state s = (last update, debt).
-func TokenBucket(s State, now int64, p Params, cost int64) (State, Result) {
+// TokenBucket decides cost at time now (µs) for state *s = (last update,
+// debt), writes the decision to *r, and updates *s if it admits a cost.
+func TokenBucket(s *State, now int64, p Params, cost int64, r *Result) {
 	t := max(now, s.A) // a clock that steps back refills nothing
 	debt := s.B
 	if e := t - s.A; e >= ceilDiv(debt, p.Quota) {
@@ -9,41 +10,40 @@ func TokenBucket(s State, now int64, p Params, cost int64) (State, Result) {
 	} else {
 		debt -= e * p.Quota
 	}
-	var r Result
-	debt = bucket(&r, debt, p, cost)
+	*r = Result{}
+	debt = bucket(r, debt, p, cost)
 	if d := t - now; d > 0 { // durations count from t, the last update
 		r.ResetAfter += d * b2i(r.ResetAfter > 0)
 		r.RetryAfter += d * b2i(r.RetryAfter > 0)
 	}
 	if !r.Allowed || cost == 0 {
 		r.Expires = s.A + ceilDiv(s.B, p.Quota)
-		return s, r
+		return
 	}
 	r.Expires = t + ceilDiv(debt, p.Quota)
-	return State{A: t, B: debt}, r
+	*s = State{A: t, B: debt}
 }
 
-// GCRA decides cost at time now (µs) for state s, the theoretical arrival
-// time TAT = s.A + s.B/Quota µs.
-func GCRA(s State, now int64, p Params, cost int64) (State, Result) {
+// GCRA decides cost at time now (µs) for state *s, the theoretical arrival
+// time TAT = s.A + s.B/Quota µs, writes the decision to *r, and updates *s
+// if it admits a cost.
+func GCRA(s *State, now int64, p Params, cost int64, r *Result) {
 	var debt int64
 	if s.A > now || s.A == now && s.B > 0 {
 		debt = (s.A-now)*p.Quota + s.B
 	}
-	var r Result
-	debt = bucket(&r, debt, p, cost)
+	*r = Result{}
+	debt = bucket(r, debt, p, cost)
 	if !r.Allowed || cost == 0 {
 		r.Expires = s.A + b2i(s.B > 0)
-		return s, r
+		return
 	}
-	tat := State{A: now + debt/p.Quota, B: debt % p.Quota}
-	r.Expires = tat.A + b2i(tat.B > 0)
-	return tat, r
+	*s = State{A: now + debt/p.Quota, B: debt % p.Quota}
+	r.Expires = s.A + b2i(s.B > 0)
 }
 
 // bucket is the arithmetic TokenBucket and GCRA share: given the debt at
-// now, it fills r for cost and returns the debt after it. (r is a pointer
-// because this runs on every decision and copying results adds up.)
+// now, it fills the zeroed r for cost and returns the debt after it.
 func bucket(r *Result, debt int64, p Params, cost int64) int64 {
 	full := p.Capacity * p.Window
 	tokens := full - debt // scaled by W
@@ -93,3 +93,4 @@ func b2i(b bool) int64 {
 	}
 	return 0
 }
+

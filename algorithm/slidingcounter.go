@@ -1,8 +1,9 @@
 package algorithm
 
 // SlidingWindowCounter decides cost at time now (µs) for state
-// s = (start of the current window, curr, prev).
-func SlidingWindowCounter(s State, now int64, p Params, cost int64) (State, Result) {
+// *s = (start of the current window, curr, prev), writes the decision to
+// *r, and updates *s if it admits a cost.
+func SlidingWindowCounter(s *State, now int64, p Params, cost int64, r *Result) {
 	w, q := p.Window, p.Quota
 	start := now - now%w
 	var prev, curr int64
@@ -15,12 +16,12 @@ func SlidingWindowCounter(s State, now int64, p Params, cost int64) (State, Resu
 	e := max(now-start, 0)
 	used := prev*(w-e) + curr*w // the estimate, scaled by W
 	avail := max((q*w-used)/w, 0)
-	r := Result{Remaining: avail, Expires: start + 2*w}
+	*r = Result{Remaining: avail, Expires: start + 2*w}
 	c := max(cost, 1)
 	if c > avail {
 		r.RetryAfter = counterWait(c, prev, curr, e, p)
 		r.ResetAfter = counterWait(avail+1, prev, curr, e, p)
-		return s, r
+		return
 	}
 	r.Allowed = true
 	if cost > 0 {
@@ -31,9 +32,9 @@ func SlidingWindowCounter(s State, now int64, p Params, cost int64) (State, Resu
 		r.ResetAfter = counterWait(r.Remaining+1, prev, curr, e, p)
 	}
 	if cost == 0 {
-		return s, r
+		return
 	}
-	return State{A: start, B: curr, C: prev}, r
+	*s = State{A: start, B: curr, C: prev}
 }
 
 // counterWait is the exact time (µs) from e until c units fit, given the

@@ -147,29 +147,41 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 		return err
 	}
 	now := s.nowMicro()
+	sh := s.shard(key)
+	sh.mu.Lock()
+	head := sh.m[key]
+	if len(policies) == 1 && head != nil && head.next == nil && head.log == nil && head.name == policies[0].Name {
+		// The common case, one policy on a key already held: decide and
+		// write in place, with nothing else on the way.
+		p := &policies[0]
+		if cost > p.Capacity() {
+			sh.mu.Unlock()
+			return floodgate.CheckCost(cost, policies)
+		}
+		if head.exp <= now {
+			head.state = algorithm.State{} // what an expired state equals
+		}
+		var r algorithm.Result
+		decide(&head.state, p, now, cost, &r)
+		if r.Allowed && cost > 0 {
+			head.exp = r.Expires
+		}
+		sh.mu.Unlock()
+		setResult(&results[0], r)
+		return nil
+	}
+	err := s.take(sh, head, key, now, cost, policies, results)
+	sh.mu.Unlock()
+	return err
+}
+
+// take is Take for several policies, a new key or a sliding window log,
+// with sh's lock held.
+func (s *Store) take(sh *shard, head *node, key string, now, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
 	var buf [4]pending
 	pend := buf[:0]
 	if len(policies) > len(buf) {
 		pend = make([]pending, 0, len(policies))
-	}
-
-	sh := s.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	head := sh.m[key]
-	if len(policies) == 1 && head != nil && head.next == nil && head.log == nil && head.name == policies[0].Name {
-		// The common case, one policy on a key already held: decide and
-		// write in place.
-		p := &policies[0]
-		if cost > p.Capacity() {
-			return floodgate.CheckCost(cost, policies)
-		}
-		st, r := decide(head, p, now, cost)
-		setResult(&results[0], r)
-		if r.Allowed && cost > 0 {
-			head.state, head.exp = st, r.Expires
-		}
-		return nil
 	}
 	allowed := true
 	for i := range policies {
@@ -190,7 +202,10 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 			}
 			r = log.Take(now, params(p), cost)
 		} else {
-			st, r = decide(n, p, now, cost)
+			if n != nil && n.exp > now {
+				st = n.state
+			}
+			decide(&st, p, now, cost, &r)
 		}
 		allowed = allowed && r.Allowed
 		pend = append(pend, pending{state: st, exp: r.Expires})
@@ -244,22 +259,18 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	return nil
 }
 
-// decide runs p's algorithm on n's state (a fresh one if n is nil or
-// expired) without writing anything.
-func decide(n *node, p *floodgate.Policy, now, cost int64) (algorithm.State, algorithm.Result) {
-	var st algorithm.State
-	if n != nil && n.exp > now {
-		st = n.state
-	}
+// decide runs p's algorithm on *st, writing r, and updates *st if it
+// admits the cost.
+func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algorithm.Result) {
 	switch p.Algorithm {
 	case floodgate.FixedWindow:
-		return algorithm.FixedWindow(st, now, params(p), cost)
+		algorithm.FixedWindow(st, now, params(p), cost, r)
 	case floodgate.SlidingWindowCounter:
-		return algorithm.SlidingWindowCounter(st, now, params(p), cost)
+		algorithm.SlidingWindowCounter(st, now, params(p), cost, r)
 	case floodgate.TokenBucket:
-		return algorithm.TokenBucket(st, now, params(p), cost)
+		algorithm.TokenBucket(st, now, params(p), cost, r)
 	default:
-		return algorithm.GCRA(st, now, params(p), cost)
+		algorithm.GCRA(st, now, params(p), cost, r)
 	}
 }
 
