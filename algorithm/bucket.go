@@ -93,4 +93,3 @@ func b2i(b bool) int64 {
 	}
 	return 0
 }
-

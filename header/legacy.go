@@ -65,7 +65,7 @@ func AppendLegacyReset(dst []byte, reset, now time.Time, style ResetStyle) []byt
 		if d <= 0 {
 			return append(dst, '0')
 		}
-		return strconv.AppendInt(dst, ceilSeconds(d), 10)
+		return strconv.AppendInt(dst, CeilSeconds(d), 10)
 	}
 	s := reset.Unix()
 	if reset.Nanosecond() > 0 {

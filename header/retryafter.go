@@ -81,11 +81,12 @@ func FormatRetryAfter(d time.Duration) string {
 	if d <= time.Second {
 		return "1"
 	}
-	return strconv.FormatInt(ceilSeconds(d), 10)
+	return strconv.FormatInt(CeilSeconds(d), 10)
 }
 
-// ceilSeconds is d in whole seconds, rounded up.
-func ceilSeconds(d time.Duration) int64 {
+// CeilSeconds is d in whole seconds, rounded up: the unit of Retry-After
+// (RFC 9110 §10.2.3) and of RateLimit's t and w (draft-11 §3).
+func CeilSeconds(d time.Duration) int64 {
 	s := int64(d / time.Second)
 	if d%time.Second > 0 {
 		s++

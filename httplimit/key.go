@@ -29,6 +29,14 @@ func ClientIP() KeyPart { return func(_ *http.Request, in Info) string { return 
 // counters (K4).
 func Route() KeyPart { return func(_ *http.Request, in Info) string { return in.Route } }
 
+// Method keys by the request method.
+func Method() KeyPart { return func(r *http.Request, _ Info) string { return r.Method } }
+
+// Host keys by the request's host, lower-cased and without a port.
+func Host() KeyPart {
+	return func(r *http.Request, _ Info) string { return strings.ToLower(hostOnly(r.Host)) }
+}
+
 // Header keys by a request header's value, as sent.
 func Header(name string) KeyPart {
 	name = http.CanonicalHeaderKey(name)

@@ -57,3 +57,23 @@ func TestPatternErrors(t *testing.T) {
 		}
 	}
 }
+
+// The host and method key parts, as the daemon's "{host}" and "{method}"
+// use them (K1).
+func TestHostAndMethodKeys(t *testing.T) {
+	for _, c := range []struct{ host, want string }{
+		{"API.Example.com:8443", "api.example.com"},
+		{"example.com", "example.com"},
+		{"[2001:DB8::1]:443", "[2001:db8::1]"},
+		{"[::1]", "[::1]"},
+	} {
+		r := httptest.NewRequest("PATCH", "http://x/", nil)
+		r.Host = c.host
+		if got := Host()(r, Info{}); got != c.want {
+			t.Errorf("Host() of %q = %q, want %q", c.host, got, c.want)
+		}
+		if got := Method()(r, Info{}); got != "PATCH" {
+			t.Errorf("Method() = %q, want PATCH", got)
+		}
+	}
+}

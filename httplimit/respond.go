@@ -126,9 +126,9 @@ func (hw *Headers) Set(h http.Header, policyValue []string, results []floodgate.
 // own).
 func EffectiveWindow(r floodgate.Result) int64 {
 	if !r.Allowed {
-		return max(1, ceilSeconds(r.RetryAfter))
+		return max(1, header.CeilSeconds(r.RetryAfter))
 	}
-	t := max(1, ceilSeconds(r.ResetAfter))
+	t := max(1, header.CeilSeconds(r.ResetAfter))
 	if w := windowSeconds(r.Policy.Window); r.Remaining*w > t*r.Policy.Quota {
 		t = (r.Remaining*w + r.Policy.Quota - 1) / r.Policy.Quota
 	}
@@ -139,7 +139,7 @@ func EffectiveWindow(r floodgate.Result) int64 {
 // seconds: rounded up, at least 1, and not before the end of any violated
 // policy's t (REQUIREMENTS H2, draft-11 §6).
 func RetryAfterSeconds(d *floodgate.Decision) int64 {
-	s := max(1, ceilSeconds(d.RetryAfter))
+	s := max(1, header.CeilSeconds(d.RetryAfter))
 	for _, r := range d.Results {
 		if !r.Allowed {
 			s = max(s, EffectiveWindow(r))
@@ -168,7 +168,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 // block answers a key held by the Blocker: 429 with the
 // abnormal-usage-detected problem type (draft-11 §5).
 func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key string, ra time.Duration) {
-	secs := max(1, ceilSeconds(ra))
+	secs := max(1, header.CeilSeconds(ra))
 	refusing(w.Header(), secs)
 	m.metrics.decision(ru.name, "", "blocked")
 	m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/header"
 )
 
 // rule is a Rule made ready to serve.
@@ -149,9 +150,5 @@ func (r *rule) limitsFor(p Plan) (*limits, error) {
 
 // windowSeconds is w for RateLimit-Policy: whole seconds, at least 1.
 func windowSeconds(d time.Duration) int64 {
-	return max(1, ceilSeconds(d))
-}
-
-func ceilSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
+	return max(1, header.CeilSeconds(d))
 }

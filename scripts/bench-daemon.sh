@@ -19,6 +19,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+. scripts/lib.sh
 dur=${DURATION:-10}
 conns=${CONNECTIONS:-64}
 threads=${THREADS:-2}
@@ -39,15 +40,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-wait_port() {
-  local i
-  for ((i = 0; i < 200; i++)); do
-    (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  die "nothing listens on $1"
-}
 
 echo "building..." >&2
 go build -o "$work/floodgate" ./cmd/floodgate

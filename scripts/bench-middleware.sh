@@ -8,6 +8,7 @@
 #   ROUNDS=5 DURATION=10 scripts/bench-middleware.sh
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$root/scripts/lib.sh"
 rounds=${ROUNDS:-3} dur=${DURATION:-5} conns=${CONNECTIONS:-64}
 bare=127.0.0.1:18190 limited=127.0.0.1:18191
 command -v wrk >/dev/null || { echo "wrk is not installed: run scripts/services-up.sh" >&2; exit 1; }
@@ -16,7 +17,7 @@ bin=$(mktemp -d)/mwserve
 "$bin" -bare "$bare" -limited "$limited" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$(dirname "$bin")"' EXIT
-for _ in $(seq 50); do curl -sf "http://$limited/" >/dev/null && break; sleep 0.1; done
+wait_port "$limited"
 
 rps() { wrk -t2 -c"$conns" -d"${dur}s" "http://$1/" | awk '/Requests\/sec/ {print $2}'; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

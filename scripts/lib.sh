@@ -25,6 +25,16 @@ SENTINEL_FAILOVER_TIMEOUT_MS=3000
 ALL_PORTS=("$STANDALONE_PORT" "${CLUSTER_PORTS[@]}" "$SENTINEL_MASTER_PORT" "$SENTINEL_REPLICA_PORT" "$SENTINEL_PORT")
 
 log() { printf '%s\n' "$*" >&2; }
+
+# wait_port HOST:PORT: wait up to 10 s for something to accept connections there.
+wait_port() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  die "nothing listens on $1"
+}
 die() { log "error: $*"; exit 1; }
 
 # Every redis-cli call is bounded: a frozen or half-dead instance must not hang a script.

@@ -11,6 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+. scripts/lib.sh
 work=$(mktemp -d)
 pid=
 cleanup() {
@@ -23,6 +24,6 @@ go build -o "$work/floodgate" ./cmd/floodgate
 sed 's/^headers:/log: {level: error}\nheaders:/' examples/quickstart.yaml >"$work/quickstart.yaml"
 "$work/floodgate" serve --no-watch -c "$work/quickstart.yaml" &
 pid=$!
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.05; done
+wait_port 127.0.0.1:8080
 "$work/floodgate" loadtest http://127.0.0.1:8080/api/items \
   -d "${DURATION:-10s}" -c "${CONNECTIONS:-32}" --vary-header X-API-Key --keys 10 --check

@@ -410,7 +410,7 @@ func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
 		b = append(b, `,"limit":`...)
 		b = strconv.AppendInt(b, r.Policy.Quota, 10)
 		b = append(b, `,"window":`...)
-		b = strconv.AppendInt(b, max(1, ceilSeconds(r.Policy.Window)), 10)
+		b = strconv.AppendInt(b, max(1, header.CeilSeconds(r.Policy.Window)), 10)
 		b = append(b, `,"unit":"`...)
 		b = append(b, r.Policy.Unit.String()...)
 		b = append(b, `","remaining":`...)
@@ -420,7 +420,7 @@ func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
 		b = append(b, `,"retry_after":`...)
 		var ra int64
 		if !r.Allowed {
-			ra = max(1, ceilSeconds(r.RetryAfter))
+			ra = max(1, header.CeilSeconds(r.RetryAfter))
 		}
 		b = strconv.AppendInt(b, ra, 10)
 		b = append(b, '}')

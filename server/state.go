@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
@@ -257,9 +256,9 @@ func keyPart(p config.KeyPart, id config.Identity, res *clientip.Resolver) httpl
 	case config.KeyRoute:
 		return httplimit.Route()
 	case config.KeyMethod:
-		return func(r *http.Request, _ httplimit.Info) string { return r.Method }
+		return httplimit.Method()
 	case config.KeyHost:
-		return func(r *http.Request, _ httplimit.Info) string { return strings.ToLower(hostOnly(r.Host)) }
+		return httplimit.Host()
 	case config.KeyHeader:
 		return httplimit.Header(p.Arg)
 	case config.KeyAPIKey:
@@ -299,15 +298,6 @@ func peerAddr(remote string) (netip.Addr, bool) {
 	a, err := netip.ParseAddr(strings.Trim(remote, "[]"))
 	return a.Unmap().WithZone(""), err == nil
 }
-
-func hostOnly(h string) string {
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		return h[:i]
-	}
-	return h
-}
-
-func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
 func sortedNames(m map[string]floodgate.Policy) []string { return slices.Sorted(maps.Keys(m)) }
 
