@@ -8,8 +8,12 @@
 -- Reply: per request and policy: allowed (1/0), remaining, reset after (µs),
 -- retry after (µs). When a request is denied, a policy that would have
 -- admitted it reports its remaining before the cost.
-local TAKE = { fixed_window_take, sliding_log_take, sliding_counter_take, token_bucket_take, gcra_take }
-local COMMIT = { fixed_window_commit, sliding_log_commit, sliding_counter_commit, token_bucket_commit, gcra_commit }
+--
+-- Each algorithm's functions are made when a call first needs them: the
+-- whole script runs again on every call, and defining all five would cost
+-- more than most calls' own arithmetic.
+local LOADERS = { fixed_window, sliding_log, sliding_counter, token_bucket, gcra }
+local TAKE, COMMIT = {}, {}
 
 local out, o, k, a = {}, 0, 0, 3
 local server_now
@@ -30,7 +34,12 @@ for _ = 1, tonumber(ARGV[1]) do
   for i = 1, p do
     local alg = tonumber(ARGV[a])
     local take = TAKE[alg]
-    if not take then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[a])) end
+    if not take then
+      local loader = LOADERS[alg]
+      if not loader then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[a])) end
+      take, COMMIT[alg] = loader()
+      TAKE[alg] = take
+    end
     local allowed, rem, reset, retry = take(i, KEYS[k + i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost)
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, rem, reset, retry
     o, a, algs[i] = o + 4, a + 4, alg

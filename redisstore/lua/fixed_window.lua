@@ -1,23 +1,27 @@
 -- Fixed window (REQUIREMENTS A1): state "start:count". The TTL is set when a
 -- window's first request creates the key and kept (KEEPTTL) by the later
 -- ones, so it is never pushed back by traffic.
-local function fixed_window_take(i, key, now, q, cap, w, cost)
-  local found, sa, sb = load(key)
-  local start = max(now - mod(now, w), sa)
-  local same, count = found and sa == start, 0
-  if same then count = sb end
-  local avail = max(q - count, 0)
-  local reset = start + w - now
-  if max(cost, 1) > avail then return 0, avail, reset, reset end
-  if cost == 0 then return 1, avail, reset, 0 end
-  PA[i], PB[i], PX[i], PK[i] = start, count + cost, start + w, same
-  return 1, avail - cost, reset, 0
-end
-
-local function fixed_window_commit(i, key, now)
-  if PK[i] then
-    call('SET', key, int(PA[i]) .. ':' .. int(PB[i]), 'KEEPTTL')
-  else
-    call('SET', key, int(PA[i]) .. ':' .. int(PB[i]), 'PX', ttl(PX[i], now))
+-- Loaded only by a call that uses it (see dispatch.lua).
+local function fixed_window()
+  local function take(i, key, now, q, cap, w, cost)
+    local found, sa, sb = load(key)
+    local start = max(now - mod(now, w), sa)
+    local same, count = found and sa == start, 0
+    if same then count = sb end
+    local avail = max(q - count, 0)
+    local reset = start + w - now
+    if max(cost, 1) > avail then return 0, avail, reset, reset end
+    if cost == 0 then return 1, avail, reset, 0 end
+    PA[i], PB[i], PX[i], PK[i] = start, count + cost, start + w, same
+    return 1, avail - cost, reset, 0
   end
+
+  local function commit(i, key, now)
+    if PK[i] then
+      call('SET', key, pair(PA[i], PB[i]), 'KEEPTTL')
+    else
+      call('SET', key, pair(PA[i], PB[i]), 'PX', ttl(PX[i], now))
+    end
+  end
+  return take, commit
 end

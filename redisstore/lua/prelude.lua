@@ -29,6 +29,9 @@ local function mod(a, b) return a - idiv(a, b) * b end
 -- exponent form, so numbers never reach redis.call unformatted.
 local function int(x) return format('%.0f', x) end
 
+-- pair formats a two-field state "A:B" (one format call instead of two).
+local function pair(a, b) return format('%.0f:%.0f', a, b) end
+
 -- A state is stored as a string "A:B" or "A:B:C" of decimal integers: the
 -- algorithm package's State fields.
 local function load(key)

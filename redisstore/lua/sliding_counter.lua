@@ -2,45 +2,49 @@
 -- start + 2W, moves only when a new window starts; within a window the TTL
 -- is kept.
 -- The exact wait (µs) from e until c units fit; algorithm.counterWait.
-local function counter_wait(c, prev, curr, e, q, w)
-  local a = q - c - curr
-  if a >= 0 then
-    if prev == 0 then return 0 end
-    return max(w - idiv(a * w, prev) - e, 0)
+-- Loaded only by a call that uses it (see dispatch.lua).
+local function sliding_counter()
+  local function counter_wait(c, prev, curr, e, q, w)
+    local a = q - c - curr
+    if a >= 0 then
+      if prev == 0 then return 0 end
+      return max(w - idiv(a * w, prev) - e, 0)
+    end
+    return w - e + w - idiv((q - c) * w, curr)
   end
-  return w - e + w - idiv((q - c) * w, curr)
-end
 
-local function sliding_counter_take(i, key, now, q, cap, w, cost)
-  local found, sa, sb, sc = load(key)
-  local start = now - mod(now, w)
-  local prev, curr, same = 0, 0, false
-  if found and sa >= start then
-    start, curr, prev, same = sa, sb, sc, true
-  elseif found and sa == start - w then
-    prev = sb
+  local function take(i, key, now, q, cap, w, cost)
+    local found, sa, sb, sc = load(key)
+    local start = now - mod(now, w)
+    local prev, curr, same = 0, 0, false
+    if found and sa >= start then
+      start, curr, prev, same = sa, sb, sc, true
+    elseif found and sa == start - w then
+      prev = sb
+    end
+    local e = max(now - start, 0)
+    local used = prev * (w - e) + curr * w
+    local avail = max(idiv(q * w - used, w), 0)
+    local c = max(cost, 1)
+    if c > avail then
+      return 0, avail, counter_wait(avail + 1, prev, curr, e, q, w), counter_wait(c, prev, curr, e, q, w)
+    end
+    -- ResetAfter: when the next unit after this request frees.
+    local rem = avail - cost
+    local reset = 0
+    if rem < q then reset = counter_wait(rem + 1, prev, curr + cost, e, q, w) end
+    if cost == 0 then return 1, avail, reset, 0 end
+    PA[i], PB[i], PC[i], PX[i], PK[i] = start, curr + cost, prev, start + 2 * w, same
+    return 1, rem, reset, 0
   end
-  local e = max(now - start, 0)
-  local used = prev * (w - e) + curr * w
-  local avail = max(idiv(q * w - used, w), 0)
-  local c = max(cost, 1)
-  if c > avail then
-    return 0, avail, counter_wait(avail + 1, prev, curr, e, q, w), counter_wait(c, prev, curr, e, q, w)
-  end
-  -- ResetAfter: when the next unit after this request frees.
-  local rem = avail - cost
-  local reset = 0
-  if rem < q then reset = counter_wait(rem + 1, prev, curr + cost, e, q, w) end
-  if cost == 0 then return 1, avail, reset, 0 end
-  PA[i], PB[i], PC[i], PX[i], PK[i] = start, curr + cost, prev, start + 2 * w, same
-  return 1, rem, reset, 0
-end
 
-local function sliding_counter_commit(i, key, now)
-  local v = int(PA[i]) .. ':' .. int(PB[i]) .. ':' .. int(PC[i])
-  if PK[i] then
-    call('SET', key, v, 'KEEPTTL')
-  else
-    call('SET', key, v, 'PX', ttl(PX[i], now))
+  local function commit(i, key, now)
+    local v = format('%.0f:%.0f:%.0f', PA[i], PB[i], PC[i])
+    if PK[i] then
+      call('SET', key, v, 'KEEPTTL')
+    else
+      call('SET', key, v, 'PX', ttl(PX[i], now))
+    end
   end
+  return take, commit
 end

@@ -1,27 +1,31 @@
 -- Token bucket (A4): state "last update:debt", expiring when the bucket is
 -- full again.
-local function token_bucket_take(i, key, now, q, cap, w, cost)
-  local _, sa, sb = load(key)
-  local t = max(now, sa) -- a clock that stepped back refills nothing
-  local debt = sb
-  local e = t - sa
-  if e >= ceildiv(debt, q) then
-    debt = 0
-  else
-    debt = debt - e * q
+-- Loaded only by a call that uses it (see dispatch.lua).
+local function token_bucket()
+  local function take(i, key, now, q, cap, w, cost)
+    local _, sa, sb = load(key)
+    local t = max(now, sa) -- a clock that stepped back refills nothing
+    local debt = sb
+    local e = t - sa
+    if e >= ceildiv(debt, q) then
+      debt = 0
+    else
+      debt = debt - e * q
+    end
+    local ok, rem, reset, retry, after = bucket(debt, q, cap, w, cost)
+    local d = t - now -- durations count from t, the last update
+    if d > 0 then
+      if reset > 0 then reset = reset + d end
+      if retry > 0 then retry = retry + d end
+    end
+    if ok == 1 and cost > 0 then
+      PA[i], PB[i], PX[i] = t, after, t + ceildiv(after, q)
+    end
+    return ok, rem, reset, retry
   end
-  local ok, rem, reset, retry, after = bucket(debt, q, cap, w, cost)
-  local d = t - now -- durations count from t, the last update
-  if d > 0 then
-    if reset > 0 then reset = reset + d end
-    if retry > 0 then retry = retry + d end
-  end
-  if ok == 1 and cost > 0 then
-    PA[i], PB[i], PX[i] = t, after, t + ceildiv(after, q)
-  end
-  return ok, rem, reset, retry
-end
 
-local function token_bucket_commit(i, key, now)
-  call('SET', key, int(PA[i]) .. ':' .. int(PB[i]), 'PX', ttl(PX[i], now))
+  local function commit(i, key, now)
+    call('SET', key, pair(PA[i], PB[i]), 'PX', ttl(PX[i], now))
+  end
+  return take, commit
 end
