@@ -129,6 +129,9 @@ func TestParseErrors(t *testing.T) {
 		{"impossible policy", minimal + "policies: {huge: {algorithm: gcra, quota: 9007199254740993, window: 1h}}\n", `f.yaml:2: policies.huge: policy "huge": capacity 9007199254740993 × window 1h0m0s exceeds 2^53 µs·units, beyond exact arithmetic; use a shorter window or the fixed-window algorithm`},
 		{"bad name", minimal + "policies: {'a b': {quota: 1, window: 1s}}\n", "f.yaml:2: policies.a b: bad policy name: use 1–64 letters, digits, '_', '-' or '.'"},
 		{"alias list", minimal + "skip: &a [*a]\n", "f.yaml:2: skip[0]: want a single value, got a list"},
+		{"not utf-8", minimal + "policies: {p\xff\xfe: {quota: 1, window: 1s}}\n", "f.yaml:2: not valid UTF-8 (byte 0xff); save the file as UTF-8"},
+		{"int out of range", minimal + "policies: {a: {quota: 99999999999999999999, window: 1s}}\n", "f.yaml:2: policies.a.quota: 99999999999999999999 is out of range (at most 9223372036854775807)"},
+		{"duration out of range", minimal + "policies: {a: {quota: 1, window: 100000000h}}\n", `f.yaml:2: policies.a.window: duration "100000000h" is out of range (at most about 292 years)`},
 		{"dup rule name", minimal + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {name: x, match: /a, policies: a}\n  - {name: x, match: /b, policies: a}\n", `f.yaml:5: rules[1].name: rule name "x" is also rules[0]'s; names must be unique (they label metrics and the decision API)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

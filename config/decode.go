@@ -1,10 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -204,6 +206,10 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 		v.SetBool(b)
 	case reflect.Int, reflect.Int64:
 		i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			d.errorf(n.Line, path, "%s is out of range (at most %d)", s, int64(math.MaxInt64))
+			return
+		}
 		if err != nil {
 			d.errorf(n.Line, path, "want a whole number, got %q", s)
 			return
@@ -225,6 +231,10 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
+// durationShape is a well-formed Go duration, so that one ParseDuration
+// refuses can only be too long.
+var durationShape = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`)
+
 // parseDuration reads a Go duration, also accepting a "d" (24h) suffix and
 // a bare 0.
 func parseDuration(s string) (time.Duration, error) {
@@ -239,6 +249,9 @@ func parseDuration(s string) (time.Duration, error) {
 		return time.Duration(days) * 24 * time.Hour, nil
 	}
 	dur, err := time.ParseDuration(s)
+	if err != nil && strings.Contains(err.Error(), "invalid duration") && durationShape.MatchString(s) {
+		return 0, fmt.Errorf("duration %q is out of range (at most about 292 years)", s)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("bad duration %q (want e.g. \"500ms\", \"30s\", \"1m\", \"1h\" or \"1d\")", s)
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -85,6 +86,20 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // Parse parses and validates data, naming it file in errors. It returns
 // Errors for any problem.
 func Parse(file string, data []byte) (*Config, error) {
+	if !utf8.Valid(data) {
+		// The YAML parser says only "invalid UTF-8"; point at the line.
+		bad := len(data)
+		for i := 0; i < len(data); {
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				bad = i
+				break
+			}
+			i += size
+		}
+		line := 1 + bytes.Count(data[:bad], []byte("\n"))
+		return nil, Errors{{File: file, Line: line, Msg: fmt.Sprintf("not valid UTF-8 (byte 0x%02x); save the file as UTF-8", data[bad])}}
+	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil && err != io.EOF {

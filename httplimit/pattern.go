@@ -53,6 +53,12 @@ func parsePattern(s string) (*pattern, error) {
 		return nil, fmt.Errorf("pattern %q: path must start with /", s)
 	}
 	p.host, rest = rest[:i], rest[i+1:]
+	if strings.ContainsAny(p.host, " \t") {
+		return nil, fmt.Errorf("pattern %q: bad host %q (want \"[METHOD ][HOST]/[PATH]\" with one method)", s, p.host)
+	}
+	if strings.ContainsAny(rest, " \t") {
+		return nil, fmt.Errorf("pattern %q: a path cannot hold a space; write it as %%20", s)
+	}
 	if rest == "" {
 		p.dir = true // "/" matches every path
 		return p, nil

@@ -51,7 +51,7 @@ func TestPatternMatch(t *testing.T) {
 }
 
 func TestPatternErrors(t *testing.T) {
-	for _, s := range []string{"login", "get /x", "/a/{x}y", "/{rest...}/more", "/{$}/x", "/a//b"} {
+	for _, s := range []string{"login", "get /x", "/a/{x}y", "/{rest...}/more", "/{$}/x", "/a//b", "FOO BAR BAZ /", "GET  /a b", "GET example.com /x"} {
 		if _, err := parsePattern(s); err == nil {
 			t.Errorf("%q parsed, want an error", s)
 		}

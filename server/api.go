@@ -204,6 +204,10 @@ func checkKey(key string, maxLen int) *checkError {
 		return badRequest("key is %d bytes long, at most %d allowed (api.max_key_length)", len(key), maxLen)
 	case !utf8.ValidString(key):
 		return badRequest("key is not valid UTF-8")
+	case strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }):
+		// U+FFFD is what a JSON decoder makes of invalid UTF-8: two
+		// different byte strings would otherwise share one counter.
+		return badRequest("key holds a control character or U+FFFD (invalid UTF-8); send printable text")
 	}
 	return nil
 }
@@ -330,6 +334,14 @@ func decodeStrict(body []byte, v any) error {
 		switch {
 		case errors.As(err, &syn):
 			return fmt.Errorf("body is not valid JSON at byte %d: %v", syn.Offset, err)
+		case errors.As(err, &typ) && typ.Field == "":
+			return fmt.Errorf("the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON %s", typ.Value)
+		case errors.As(err, &typ) && strings.HasSuffix(typ.Type.String(), "int64") && strings.HasPrefix(typ.Value, "number "):
+			n := strings.TrimPrefix(typ.Value, "number ")
+			if strings.Trim(n, "-0123456789") == "" {
+				return fmt.Errorf("field %q: %s is out of range", typ.Field, n)
+			}
+			return fmt.Errorf("field %q: want a whole number written in digits, such as 5, got %s", typ.Field, n)
 		case errors.As(err, &typ):
 			return fmt.Errorf("field %q: want %s, got a JSON %s", typ.Field, typeName(typ.Type.String()), typ.Value)
 		case errors.Is(err, io.ErrUnexpectedEOF):

@@ -386,6 +386,12 @@ func TestAPIBadRequests(t *testing.T) {
 		{`{"key":"a","rule":"api","cost":99999999999}`, `cost must be within 1..1000000 (api.max_cost), got 99999999999; peek with GET /v1/limits/{key}`},
 		{`{"key":"a","rule":"api","cost":6}`, `cost exceeds quota: cost 6, policy \"api\" admits at most 5 at once`},
 		{`{"key":"a","rule":"api"} {}`, `body has more than one JSON value`},
+		{`42`, `the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON number`},
+		{`[{"key":"a","rule":"api"},5]`, `the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON number`},
+		{`{"key":"a","rule":"api","cost":1e2}`, `field \"cost\": want a whole number written in digits, such as 5, got 1e2`},
+		{`{"key":"a","rule":"api","cost":99999999999999999999}`, `field \"cost\": 99999999999999999999 is out of range`},
+		{"{\"key\":\"a\\u0000b\",\"rule\":\"api\"}", `key holds a control character or U+FFFD (invalid UTF-8); send printable text`},
+		{"{\"key\":\"a\xffb\",\"rule\":\"api\"}", `key holds a control character or U+FFFD (invalid UTF-8); send printable text`},
 	} {
 		resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), tc.body)
 		want := `{"title":"Bad Request","status":400,"detail":"` + tc.detail + `"}`
