@@ -30,7 +30,11 @@ for _ = 1, tonumber(ARGV[1]) do
     end
     now = server_now
   end
-  local base, ok, algs = o, true, {}
+  -- take returns the decision and, when it admits a cost, the write to
+  -- make: state fields a, b, c, expiry, keep-TTL flag. The writes wait in
+  -- pend, 6 slots per policy with the algorithm, until every policy of
+  -- the request has admitted it (all or nothing).
+  local base, ok, pend = o, true, {}
   for i = 1, p do
     local alg = tonumber(ARGV[a])
     local take = TAKE[alg]
@@ -40,14 +44,19 @@ for _ = 1, tonumber(ARGV[1]) do
       take, COMMIT[alg] = loader()
       TAKE[alg] = take
     end
-    local allowed, rem, reset, retry = take(i, KEYS[k + i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost)
+    local allowed, rem, reset, retry, sa, sb, sc, exp, keep = take(KEYS[k + i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost)
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, rem, reset, retry
-    o, a, algs[i] = o + 4, a + 4, alg
+    local j = 6 * i
+    pend[j - 5], pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j] = alg, sa, sb, sc, exp, keep
+    o, a = o + 4, a + 4
     ok = ok and allowed == 1
   end
   if ok then
     if cost > 0 then
-      for i = 1, p do COMMIT[algs[i]](i, KEYS[k + i], now, cost) end
+      for i = 1, p do
+        local j = 6 * i
+        COMMIT[pend[j - 5]](KEYS[k + i], now, cost, pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j])
+      end
     end
   else
     for j = base, o - 1, 4 do

@@ -3,7 +3,7 @@
 -- ones, so it is never pushed back by traffic.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function fixed_window()
-  local function take(i, key, now, q, cap, w, cost)
+  local function take(key, now, q, cap, w, cost)
     local found, sa, sb = load(key)
     local start = max(now - mod(now, w), sa)
     local same, count = found and sa == start, 0
@@ -12,15 +12,14 @@ local function fixed_window()
     local reset = start + w - now
     if max(cost, 1) > avail then return 0, avail, reset, reset end
     if cost == 0 then return 1, avail, reset, 0 end
-    PA[i], PB[i], PX[i], PK[i] = start, count + cost, start + w, same
-    return 1, avail - cost, reset, 0
+    return 1, avail - cost, reset, 0, start, count + cost, nil, start + w, same
   end
 
-  local function commit(i, key, now)
-    if PK[i] then
-      call('SET', key, pair(PA[i], PB[i]), 'KEEPTTL')
+  local function commit(key, now, cost, sa, sb, sc, exp, keep)
+    if keep then
+      call('SET', key, pair(sa, sb), 'KEEPTTL')
     else
-      call('SET', key, pair(PA[i], PB[i]), 'PX', ttl(PX[i], now))
+      call('SET', key, pair(sa, sb), 'PX', ttl(exp, now))
     end
   end
   return take, commit

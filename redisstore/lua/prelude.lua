@@ -50,6 +50,3 @@ end
 local slack = tonumber(ARGV[2])
 local function ttl(exp, now) return int(max(ceildiv(exp - now, 1000), 1) + slack) end
 
--- The writes of the decision under way, indexed by policy: they are made
--- only once every policy has admitted the request (all or nothing).
-local PA, PB, PC, PX, PK = {}, {}, {}, {}, {}

@@ -13,7 +13,7 @@ local function sliding_counter()
     return w - e + w - idiv((q - c) * w, curr)
   end
 
-  local function take(i, key, now, q, cap, w, cost)
+  local function take(key, now, q, cap, w, cost)
     local found, sa, sb, sc = load(key)
     local start = now - mod(now, w)
     local prev, curr, same = 0, 0, false
@@ -34,16 +34,15 @@ local function sliding_counter()
     local reset = 0
     if rem < q then reset = counter_wait(rem + 1, prev, curr + cost, e, q, w) end
     if cost == 0 then return 1, avail, reset, 0 end
-    PA[i], PB[i], PC[i], PX[i], PK[i] = start, curr + cost, prev, start + 2 * w, same
-    return 1, rem, reset, 0
+    return 1, rem, reset, 0, start, curr + cost, prev, start + 2 * w, same
   end
 
-  local function commit(i, key, now)
-    local v = format('%.0f:%.0f:%.0f', PA[i], PB[i], PC[i])
-    if PK[i] then
+  local function commit(key, now, cost, sa, sb, sc, exp, keep)
+    local v = format('%.0f:%.0f:%.0f', sa, sb, sc)
+    if keep then
       call('SET', key, v, 'KEEPTTL')
     else
-      call('SET', key, v, 'PX', ttl(PX[i], now))
+      call('SET', key, v, 'PX', ttl(exp, now))
     end
   end
   return take, commit

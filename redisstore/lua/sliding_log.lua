@@ -8,7 +8,7 @@
 local function sliding_log()
   local function log_cost(m) return tonumber(match(m, ':(%d+)$')) or 1 end
 
-  local function take(i, key, now, q, cap, w, cost)
+  local function take(key, now, q, cap, w, cost)
     local total = 0
     local n = call('ZSCORE', key, 'n')
     if n then
@@ -49,11 +49,11 @@ local function sliding_log()
     end
     if cost == 0 then return 1, avail, reset, 0 end
     if total == 0 then reset = w end
-    PB[i], PC[i] = total, w
-    return 1, avail - cost, reset, 0
+    return 1, avail - cost, reset, 0, nil, total, w
   end
 
-  local function commit(i, key, now, cost)
+  -- held is the total cost in the log before this request; w the window.
+  local function commit(key, now, cost, _, held, w)
     local at, n = now, cost
     local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
     if last[1] and last[1] ~= 'n' then
@@ -67,8 +67,8 @@ local function sliding_log()
     end
     local member = int(at)
     if n ~= 1 then member = member .. ':' .. int(n) end
-    call('ZADD', key, int(-(PB[i] + cost)), 'n', int(at), member)
-    call('PEXPIRE', key, ttl(at + PC[i], now))
+    call('ZADD', key, int(-(held + cost)), 'n', int(at), member)
+    call('PEXPIRE', key, ttl(at + w, now))
   end
   return take, commit
 end

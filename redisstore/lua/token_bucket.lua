@@ -2,7 +2,7 @@
 -- full again.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function token_bucket()
-  local function take(i, key, now, q, cap, w, cost)
+  local function take(key, now, q, cap, w, cost)
     local _, sa, sb = load(key)
     local t = max(now, sa) -- a clock that stepped back refills nothing
     local debt = sb
@@ -19,13 +19,13 @@ local function token_bucket()
       if retry > 0 then retry = retry + d end
     end
     if ok == 1 and cost > 0 then
-      PA[i], PB[i], PX[i] = t, after, t + ceildiv(after, q)
+      return ok, rem, reset, retry, t, after, nil, t + ceildiv(after, q)
     end
     return ok, rem, reset, retry
   end
 
-  local function commit(i, key, now)
-    call('SET', key, pair(PA[i], PB[i]), 'PX', ttl(PX[i], now))
+  local function commit(key, now, cost, sa, sb, sc, exp)
+    call('SET', key, pair(sa, sb), 'PX', ttl(exp, now))
   end
   return take, commit
 end
