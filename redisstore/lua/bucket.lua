@@ -27,3 +27,9 @@ local function bucket(debt, q, cap, w, cost)
   debt = debt + cost * w
   return 1, avail - cost, next_unit(debt, full, q, w), 0, debt
 end
+
+-- bucket_commit writes a token bucket's or GCRA's state "A:B", expiring
+-- when the bucket is full again.
+local function bucket_commit(key, now, cost, sa, sb, sc, exp)
+  call('SET', key, pair(sa, sb), 'PX', ttl(exp, now))
+end

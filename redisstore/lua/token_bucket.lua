@@ -23,9 +23,5 @@ local function token_bucket()
     end
     return ok, rem, reset, retry
   end
-
-  local function commit(key, now, cost, sa, sb, sc, exp)
-    call('SET', key, pair(sa, sb), 'PX', ttl(exp, now))
-  end
-  return take, commit
+  return take, bucket_commit
 end
