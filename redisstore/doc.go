@@ -10,11 +10,14 @@
 //	limiter, err := floodgate.NewLimiter(store, policies,
 //		floodgate.WithFailureMode(floodgate.FailOpen))
 //
-// Every decision is one Lua script call that reads the time from the Redis
+// Every decision is one call of Lua code that reads the time from the Redis
 // server (TIME), decides all policies of the key, writes all or nothing and
-// sets each key's expiry in the same step. The script is built from one file
-// per algorithm and a dispatcher (lua/), loaded once and called by EVALSHA;
-// a NOSCRIPT answer (after a restart, SCRIPT FLUSH or failover) reloads it.
+// sets each key's expiry in the same step. The code is built from one file
+// per algorithm and a dispatcher (lua/). On Redis 7 and later it is loaded
+// as a function library (FUNCTION LOAD) and called with FCALL, so that a
+// call defines nothing; where functions are missing or not permitted, it is
+// a script called by EVALSHA. An answer saying the code is missing (after a
+// restart without persistence, a flush or a failover) reloads it.
 //
 // Keys are "<prefix>{<partition key>}:<policy>:<algorithm>"; the hash tag
 // puts all keys of a decision in one Cluster slot. Partition keys that are

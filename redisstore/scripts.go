@@ -10,11 +10,12 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// scriptParts are the files concatenated, in this order, into the one
-// script that is loaded: shared helpers, one file per algorithm (bucket.lua
-// holds what the token bucket and GCRA share), then the dispatcher, which
-// calls each policy's algorithm by its floodgate.Algorithm value.
-var scriptParts = []string{
+// luaParts are the files concatenated, in this order, into the code that is
+// loaded: shared helpers, one file per algorithm (bucket.lua holds what the
+// token bucket and GCRA share), then the dispatcher, which defines
+// decide(KEYS, ARGV) and calls each policy's algorithm by its
+// floodgate.Algorithm value.
+var luaParts = []string{
 	"prelude.lua",
 	"fixed_window.lua",
 	"sliding_log.lua",
@@ -25,13 +26,22 @@ var scriptParts = []string{
 	"dispatch.lua",
 }
 
-// script is the source loaded into Redis, and scriptSHA its SHA-1 (hex),
-// the name EVALSHA calls it by.
-var script, scriptSHA = buildScript()
+// The code is loaded in one of two forms. The function library (Redis 7
+// and later: FUNCTION LOAD, then FCALL) is run once when loaded, so a call
+// defines nothing; the script (EVALSHA) runs whole on every call, and is
+// used where functions are not available or not allowed. functionName
+// names both the library and its one function, and carries the code's
+// hash, so that two versions of Floodgate sharing a server keep their own.
+var (
+	script, scriptSHA = buildScript()
+	functionName      = "floodgate_" + scriptSHA[:16]
+	library           = "#!lua name=" + functionName + "\n" + luaCode +
+		"redis.register_function('" + functionName + "', function(keys, args) return decide(keys, args) end)\n"
+)
 
-func buildScript() (string, string) {
+var luaCode = func() string {
 	var b strings.Builder
-	for _, name := range scriptParts {
+	for _, name := range luaParts {
 		src, err := luaFiles.ReadFile("lua/" + name)
 		if err != nil {
 			panic("redisstore: missing embedded script " + name)
@@ -39,11 +49,15 @@ func buildScript() (string, string) {
 		b.Write(src)
 		b.WriteByte('\n')
 	}
-	src := b.String()
+	return b.String()
+}()
+
+func buildScript() (string, string) {
+	src := luaCode + "return decide(KEYS, ARGV)\n"
 	sum := sha1.Sum([]byte(src))
 	return src, hex.EncodeToString(sum[:])
 }
 
-// Script returns the Lua source the store loads and its SHA-1, for tools
+// Script returns the Lua source of the EVAL form and its SHA-1, for tools
 // such as redis-benchmark (docs/REDIS.md describes the arguments).
 func Script() (src, sha string) { return script, scriptSHA }

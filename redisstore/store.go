@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,10 @@ type Store struct {
 	clock     func() time.Time // nil: the Redis server's TIME
 	slack     int64            // ms added to every TTL
 	near      *nearCache
-	b         batcher
+	// noFunctions: the server cannot load the function library, so calls
+	// use EVALSHA of the script.
+	noFunctions atomic.Bool
+	b           batcher
 }
 
 // grouping says which requests of a batch may share one script call: all
@@ -142,8 +146,10 @@ func WithClock(now func() time.Time) Option {
 
 // New returns a Store over client: a *redis.Client (standalone, or Sentinel
 // through redis.NewFailoverClient), a *redis.ClusterClient, or any other
-// UniversalClient. New does not contact Redis; the script is loaded on first
-// use and again whenever a server answers NOSCRIPT.
+// UniversalClient. New does not contact Redis; the code is loaded on first
+// use and again whenever a server says it lacks it. The Redis user needs
+// FUNCTION LOAD and FCALL (Redis 7 and later), or else EVALSHA, EVAL and
+// SCRIPT LOAD, besides the data commands the algorithms use.
 //
 // A client with ContextTimeoutEnabled lets a lone caller run its own script
 // call, saving two goroutine switches of latency; without it, go-redis
@@ -307,36 +313,37 @@ func (s *Store) Reset(ctx context.Context, key string, policies []floodgate.Poli
 	return s.call(ctx, func(ctx context.Context) error { return s.client.Del(ctx, keys...).Err() })
 }
 
-// exec runs one batch: one EVALSHA per group, pipelined when there are
+// exec runs one batch: one call per group, pipelined when there are
 // several, then sets each request's out or err.
 func (s *Store) exec(ctx context.Context, batch []*request) {
 	groups := s.groups(batch)
 	cmds := make([]*redis.IntSliceCmd, len(groups))
 	for i, g := range groups {
-		cmds[i] = evalCmd(ctx, "evalsha", scriptSHA, s.slack, g)
+		cmds[i] = s.codeCall(ctx, g)
 	}
 	s.process(ctx, cmds)
-	// NOSCRIPT: the server restarted, failed over or was flushed. Nothing
-	// ran, so load the script (on every node of a Cluster) and go again;
-	// should a node still not have it, EVAL sends the source itself.
+	// The server lacked the code: it restarted without persistence, was
+	// flushed, failed over to a node that never had it, or is older than
+	// Redis 7. Nothing ran, so load it (on every master of a Cluster) and
+	// go again; should a node still lack it, EVAL sends the source itself.
 	var retry []int
 	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+		if codeMissing(c.Err()) {
 			retry = append(retry, i)
 		}
 	}
 	if len(retry) > 0 {
-		_ = s.client.ScriptLoad(ctx, script).Err() // a failure shows in the retries
+		s.load(ctx)
 		again := make([]*redis.IntSliceCmd, len(retry))
 		for j, i := range retry {
-			again[j] = evalCmd(ctx, "evalsha", scriptSHA, s.slack, groups[i])
+			again[j] = s.codeCall(ctx, groups[i])
 		}
 		s.process(ctx, again)
 		var last []*redis.IntSliceCmd
 		var lastIdx []int
 		for j, i := range retry {
 			cmds[i] = again[j]
-			if redis.HasErrorPrefix(again[j].Err(), "NOSCRIPT") {
+			if codeMissing(again[j].Err()) {
 				last = append(last, evalCmd(ctx, "eval", script, s.slack, groups[i]))
 				lastIdx = append(lastIdx, i)
 			}
@@ -354,6 +361,63 @@ func (s *Store) exec(ctx context.Context, batch []*request) {
 		}
 		deliver(g, cmds[i])
 	}
+}
+
+// codeCall builds the call of the loaded code for group: FCALL of the function
+// library, or EVALSHA of the script once functions proved unavailable.
+func (s *Store) codeCall(ctx context.Context, group []*request) *redis.IntSliceCmd {
+	if s.noFunctions.Load() {
+		return evalCmd(ctx, "evalsha", scriptSHA, s.slack, group)
+	}
+	return evalCmd(ctx, "fcall", functionName, s.slack, group)
+}
+
+// codeMissing reports an answer meaning that the server lacks the code
+// called or will not run it that way: NOSCRIPT for EVALSHA; for FCALL, an
+// unknown function, an unknown command (Redis before 7) or a user not
+// allowed FCALL.
+func codeMissing(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	fcall := strings.Contains(strings.ToLower(msg), "'fcall'")
+	return strings.HasPrefix(msg, "NOSCRIPT") ||
+		strings.HasPrefix(msg, "ERR Function not found") ||
+		fcall && (strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM"))
+}
+
+// load loads the function library on every master (on a Cluster) or the
+// one server. A server that refuses it — older than Redis 7, or a user
+// without the FUNCTION command — switches the store to the script for
+// good, which it then loads. Errors are not returned: they show in the
+// calls that follow.
+func (s *Store) load(ctx context.Context) {
+	if !s.noFunctions.Load() {
+		err := s.everyMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+			return c.FunctionLoadReplace(ctx, library).Err()
+		})
+		if err == nil || !refused(err) {
+			return
+		}
+		s.noFunctions.Store(true)
+	}
+	_ = s.client.ScriptLoad(ctx, script).Err() // go-redis sends it to every Cluster master
+}
+
+// refused reports a FUNCTION LOAD error that will not go away by trying
+// again: an unknown command or subcommand, or no permission.
+func refused(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "unknown subcommand") || strings.HasPrefix(msg, "noperm")
+}
+
+// everyMaster runs fn on every master of a Cluster, or on the client.
+func (s *Store) everyMaster(ctx context.Context, fn func(context.Context, redis.Cmdable) error) error {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	}
+	return fn(ctx, s.client)
 }
 
 // failed asks a Cluster client to reload its slot map (asynchronously, at
@@ -404,7 +468,7 @@ func sameTag(a, b *request) bool {
 	return ka[:strings.IndexByte(ka, '}')] == kb[:strings.IndexByte(kb, '}')]
 }
 
-// evalCmd builds one script call for group (see lua/dispatch.lua for the
+// evalCmd builds one call of the code (FCALL, EVALSHA or EVAL) for group (see lua/dispatch.lua for the
 // argument layout).
 func evalCmd(ctx context.Context, verb, body string, slack int64, group []*request) *redis.IntSliceCmd {
 	nkeys, nargs := 0, 2 // n and the TTL slack, then per request

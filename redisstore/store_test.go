@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -89,10 +90,11 @@ func TestHostileKeysOnCluster(t *testing.T) {
 	}
 }
 
-// TestScriptFlush: the script vanishes between two calls (SCRIPT FLUSH,
-// as after a restart or failover); the second call still succeeds and sees
-// the first one's state.
-func TestScriptFlush(t *testing.T) {
+// TestCodeFlush: the loaded code vanishes between two calls (FUNCTION
+// FLUSH and SCRIPT FLUSH, as after a restart without persistence or a
+// failover); the second call still succeeds, sees the first one's state,
+// and has loaded the function library again on every master.
+func TestCodeFlush(t *testing.T) {
 	for name, rdb := range map[string]redis.UniversalClient{"Standalone": standaloneClient(t), "Cluster": clusterClient(t)} {
 		t.Run(name, func(t *testing.T) {
 			s := newTestStore(t, rdb)
@@ -102,13 +104,65 @@ func TestScriptFlush(t *testing.T) {
 			if err := s.Take(ctx, "k", 1, ps, res); err != nil || res[0].Remaining != 2 {
 				t.Fatalf("first call: %+v, %v", res[0], err)
 			}
-			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			err := s.everyMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+				if err := c.FunctionFlush(ctx).Err(); err != nil {
+					return err
+				}
+				return c.ScriptFlush(ctx).Err()
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Take(ctx, "k", 1, ps, res); err != nil || !res[0].Allowed || res[0].Remaining != 1 {
-				t.Fatalf("after SCRIPT FLUSH: %+v, %v; want allowed, remaining 1", res[0], err)
+				t.Fatalf("after FUNCTION FLUSH and SCRIPT FLUSH: %+v, %v; want allowed, remaining 1", res[0], err)
+			}
+			if s.noFunctions.Load() {
+				t.Fatal("the store fell back to EVALSHA on a server that has functions")
+			}
+			err = s.everyMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+				libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: functionName}).Result()
+				if err == nil && len(libs) != 1 {
+					err = fmt.Errorf("FUNCTION LIST %s: %d libraries, want 1", functionName, len(libs))
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestNoFunctionPermission: a Redis user that may neither load nor call
+// functions gets the same decisions through EVALSHA, which survives SCRIPT
+// FLUSH too.
+func TestNoFunctionPermission(t *testing.T) {
+	admin := standaloneClient(t)
+	ctx := context.Background()
+	user, pass := fmt.Sprintf("fg-nofunc-%d", storeNo.Add(1)), "secret"
+	if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">"+pass, "~*", "&*", "+@all", "-function", "-fcall").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, Username: user, Password: pass})
+	t.Cleanup(func() { rdb.Close() })
+	s := newTestStore(t, rdb)
+	ps := onePolicy(floodgate.GCRA)
+	res := make([]floodgate.Result, 1)
+	for i, want := range []int64{2, 1, 0} {
+		if err := s.Take(ctx, "k", 1, ps, res); err != nil || !res[0].Allowed || res[0].Remaining != want {
+			t.Fatalf("call %d: %+v, %v; want allowed, remaining %d", i, res[0], err, want)
+		}
+	}
+	if !s.noFunctions.Load() {
+		t.Fatal("the store still calls FCALL for a user without FUNCTION")
+	}
+	// NOSCRIPT: the script is loaded again.
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Take(ctx, "k", 1, ps, res); err != nil || res[0].Allowed || res[0].Remaining != 0 {
+		t.Fatalf("after SCRIPT FLUSH: %+v, %v; want denied, remaining 0", res[0], err)
 	}
 }
 

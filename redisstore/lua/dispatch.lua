@@ -9,60 +9,67 @@
 -- retry after (µs). When a request is denied, a policy that would have
 -- admitted it reports its remaining before the cost.
 --
--- Each algorithm's functions are made when a call first needs them: the
--- whole script runs again on every call, and defining all five would cost
--- more than most calls' own arithmetic.
+-- Each algorithm's functions are made when a call first needs them: run
+-- with EVAL, the whole script runs again on every call, and defining all
+-- five would cost more than most calls' own arithmetic. In a function
+-- library they are made once.
 local LOADERS = { fixed_window, sliding_log, sliding_counter, token_bucket, gcra }
 local TAKE, COMMIT = {}, {}
 
-local out, o, k, a = {}, 0, 0, 3
-local server_now
-for _ = 1, tonumber(ARGV[1]) do
-  local now, cost, p = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  a = a + 3
-  if now < 0 then
-    if not server_now then
-      -- Redis before 5 replicates scripts verbatim unless told otherwise;
-      -- from 7 on this call is a no-op.
-      if redis.replicate_commands then redis.replicate_commands() end
-      local t = call('TIME')
-      server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    now = server_now
+local function decide(KEYS, ARGV)
+  if not call then
+    floor, max, format, match, call = math.floor, math.max, string.format, string.match, redis.call
   end
-  -- take returns the decision and, when it admits a cost, the write to
-  -- make: state fields a, b, c, expiry, keep-TTL flag. The writes wait in
-  -- pend, 6 slots per policy with the algorithm, until every policy of
-  -- the request has admitted it (all or nothing).
-  local base, ok, pend = o, true, {}
-  for i = 1, p do
-    local alg = tonumber(ARGV[a])
-    local take = TAKE[alg]
-    if not take then
-      local loader = LOADERS[alg]
-      if not loader then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[a])) end
-      take, COMMIT[alg] = loader()
-      TAKE[alg] = take
+  slack = tonumber(ARGV[2])
+  local out, o, k, a = {}, 0, 0, 3
+  local server_now
+  for _ = 1, tonumber(ARGV[1]) do
+    local now, cost, p = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    a = a + 3
+    if now < 0 then
+      if not server_now then
+        -- Redis before 5 replicates scripts verbatim unless told otherwise;
+        -- from 7 on this call is a no-op.
+        if redis.replicate_commands then redis.replicate_commands() end
+        local t = call('TIME')
+        server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      end
+      now = server_now
     end
-    local allowed, rem, reset, retry, sa, sb, sc, exp, keep = take(KEYS[k + i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost)
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, rem, reset, retry
-    local j = 6 * i
-    pend[j - 5], pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j] = alg, sa, sb, sc, exp, keep
-    o, a = o + 4, a + 4
-    ok = ok and allowed == 1
-  end
-  if ok then
-    if cost > 0 then
-      for i = 1, p do
-        local j = 6 * i
-        COMMIT[pend[j - 5]](KEYS[k + i], now, cost, pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j])
+    -- take returns the decision and, when it admits a cost, the write to
+    -- make: state fields a, b, c, expiry, keep-TTL flag. The writes wait in
+    -- pend, 6 slots per policy with the algorithm, until every policy of
+    -- the request has admitted it (all or nothing).
+    local base, ok, pend = o, true, {}
+    for i = 1, p do
+      local alg = tonumber(ARGV[a])
+      local take = TAKE[alg]
+      if not take then
+        local loader = LOADERS[alg]
+        if not loader then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[a])) end
+        take, COMMIT[alg] = loader()
+        TAKE[alg] = take
+      end
+      local allowed, rem, reset, retry, sa, sb, sc, exp, keep = take(KEYS[k + i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost)
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, rem, reset, retry
+      local j = 6 * i
+      pend[j - 5], pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j] = alg, sa, sb, sc, exp, keep
+      o, a = o + 4, a + 4
+      ok = ok and allowed == 1
+    end
+    if ok then
+      if cost > 0 then
+        for i = 1, p do
+          local j = 6 * i
+          COMMIT[pend[j - 5]](KEYS[k + i], now, cost, pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j])
+        end
+      end
+    else
+      for j = base, o - 1, 4 do
+        if out[j + 1] == 1 then out[j + 2] = out[j + 2] + cost end
       end
     end
-  else
-    for j = base, o - 1, 4 do
-      if out[j + 1] == 1 then out[j + 2] = out[j + 2] + cost end
-    end
+    k = k + p
   end
-  k = k + p
+  return out
 end
-return out

@@ -1,11 +1,14 @@
--- Floodgate's Redis script: the shared helpers. The loaded script is this
--- file, one file per algorithm, then dispatch.lua (see scripts.go).
+-- Floodgate's Redis script: the shared helpers. The loaded code is this
+-- file, one file per algorithm, then dispatch.lua (see scripts.go), as a
+-- function library (Redis 7 and later) or as a script for EVAL.
 --
 -- Every quantity is an integer held in a Lua number (an IEEE double).
 -- Policy.Validate keeps every operand at or below 2^53, where doubles are
 -- exact, so this arithmetic gives the same integers as package algorithm.
-local floor, max, tonumber, format, match = math.floor, math.max, tonumber, string.format, string.match
-local call = redis.call
+--
+-- The library is defined where only its functions may be registered, not
+-- math or string used, so these are set by the first call (see decide).
+local floor, max, format, match, call
 
 -- idiv is floor(a / b) for an integer a and a positive integer b. The
 -- double quotient of two large integers can round across an integer
@@ -45,8 +48,9 @@ end
 
 -- ttl converts the absolute expiry exp (µs) of a state into PX
 -- milliseconds, rounded up, so a key never disappears while its state still
--- differs from a fresh one. ARGV[2] adds milliseconds: 0, except with a
--- test clock, which does not advance with the server's (see WithClock).
-local slack = tonumber(ARGV[2])
+-- differs from a fresh one. slack adds milliseconds (set by each call from
+-- its ARGV[2]): 0, except with a test clock, which does not advance with
+-- the server's (see WithClock).
+local slack = 0
 local function ttl(exp, now) return int(max(ceildiv(exp - now, 1000), 1) + slack) end
 
