@@ -154,10 +154,6 @@ func (a *Admin) reduce(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "duration: "+err.Error())
 		return
 	}
-	if len(req.Policies) == 0 {
-		writeProblem(w, http.StatusBadRequest, `policies: name at least one policy, or "*" for all`)
-		return
-	}
 	known := a.cfg.Policies
 	if a.cfg.KnownPolicies != nil {
 		known = a.cfg.KnownPolicies()
@@ -170,7 +166,7 @@ func (a *Admin) reduce(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := a.cfg.Reductions.Set(r.Context(), req.Policies, req.Factor, d, req.Reason)
 	switch {
-	case errors.Is(err, ErrBadFactor), errors.Is(err, ErrBadDuration):
+	case errors.Is(err, ErrBadFactor), errors.Is(err, ErrBadDuration), errors.Is(err, ErrNoPolicies):
 		writeProblem(w, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:

@@ -131,6 +131,7 @@ type Reductions struct {
 var (
 	ErrBadFactor   = errors.New("ops: factor must be greater than 0 and less than 1")
 	ErrBadDuration = errors.New("ops: duration must be positive and within the maximum")
+	ErrNoPolicies  = errors.New(`ops: no policy to reduce (use "*" for all)`)
 )
 
 // NewReductions reads the store once and starts refreshing it every
@@ -237,8 +238,8 @@ func (r *Reductions) Factor(policy string) (float64, time.Time) {
 
 // Set reduces each of policies (AllPolicies for all) to factor of its
 // quota for d, replacing earlier reductions of the same policies, and
-// returns them. Errors: ErrBadFactor, ErrBadDuration, an empty policy
-// list, or the store's error (some policies may then be reduced already).
+// returns them. Errors: ErrBadFactor, ErrBadDuration, ErrNoPolicies, or
+// the store's error (some policies may then be reduced already).
 func (r *Reductions) Set(ctx context.Context, policies []string, factor float64, d time.Duration, reason string) ([]Reduction, error) {
 	if !(factor > 0 && factor < 1) { // NaN fails both comparisons
 		return nil, fmt.Errorf("%w, got %v", ErrBadFactor, factor)
@@ -247,7 +248,7 @@ func (r *Reductions) Set(ctx context.Context, policies []string, factor float64,
 		return nil, fmt.Errorf("%w (%v), got %v", ErrBadDuration, r.cfg.MaxDuration, d)
 	}
 	if len(policies) == 0 {
-		return nil, errors.New("ops: no policy to reduce (use \"*\" for all)")
+		return nil, ErrNoPolicies
 	}
 	out := make([]Reduction, 0, len(policies))
 	for _, p := range policies {

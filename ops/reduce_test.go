@@ -252,7 +252,7 @@ func TestReduceAPIErrors(t *testing.T) {
 		{ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "-1m"}, "duration"},
 		{ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "48h"}, "duration"},
 		{ops.ReduceRequest{Policies: []string{"nope"}, Factor: 0.5, Duration: "1m"}, `unknown policy "nope" (defined: api, other)`},
-		{ops.ReduceRequest{Factor: 0.5, Duration: "1m"}, "policies"},
+		{ops.ReduceRequest{Factor: 0.5, Duration: "1m"}, `no policy to reduce (use "*" for all)`},
 	} {
 		_, err := rep.client().Reduce(context.Background(), tc.req)
 		if err == nil || !strings.Contains(err.Error(), ": 400: ") || !strings.Contains(err.Error(), tc.want) {
