@@ -328,6 +328,9 @@ func (s *Store) exec(ctx context.Context, batch []*request) {
 	// go again; should a node still lack it, EVAL sends the source itself.
 	var retry []int
 	for i, c := range cmds {
+		if fcallRefused(c.Err()) {
+			s.noFunctions.Store(true) // for good: the server will not run FCALL
+		}
 		if codeMissing(c.Err()) {
 			retry = append(retry, i)
 		}
@@ -374,17 +377,25 @@ func (s *Store) codeCall(ctx context.Context, group []*request) *redis.IntSliceC
 
 // codeMissing reports an answer meaning that the server lacks the code
 // called or will not run it that way: NOSCRIPT for EVALSHA; for FCALL, an
-// unknown function, an unknown command (Redis before 7) or a user not
-// allowed FCALL.
+// unknown function, or FCALL refused (see fcallRefused). Nothing ran.
 func codeMissing(err error) bool {
 	if err == nil {
 		return false
 	}
 	msg := err.Error()
-	fcall := strings.Contains(strings.ToLower(msg), "'fcall'")
-	return strings.HasPrefix(msg, "NOSCRIPT") ||
-		strings.HasPrefix(msg, "ERR Function not found") ||
-		fcall && (strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM"))
+	return strings.HasPrefix(msg, "NOSCRIPT") || strings.HasPrefix(msg, "ERR Function not found") || fcallRefused(err)
+}
+
+// fcallRefused reports an answer saying FCALL itself is refused: an unknown
+// command (Redis before 7, which quotes it `fcall`; 7 writes 'fcall', and a
+// rename-command makes it unknown too) or a user not allowed it. Loading the
+// library again cannot help.
+func fcallRefused(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return (strings.HasPrefix(msg, "err unknown command") || strings.HasPrefix(msg, "noperm")) && strings.Contains(msg, "fcall")
 }
 
 // load loads the function library on every master (on a Cluster) or the
@@ -402,7 +413,7 @@ func (s *Store) load(ctx context.Context) {
 		}
 		s.noFunctions.Store(true)
 	}
-	_ = s.client.ScriptLoad(ctx, script).Err() // go-redis sends it to every Cluster master
+	_ = s.everyMaster(ctx, func(ctx context.Context, c redis.Cmdable) error { return c.ScriptLoad(ctx, script).Err() })
 }
 
 // refused reports a FUNCTION LOAD error that will not go away by trying
@@ -412,10 +423,15 @@ func refused(err error) bool {
 	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "unknown subcommand") || strings.HasPrefix(msg, "noperm")
 }
 
-// everyMaster runs fn on every master of a Cluster, or on the client.
+// everyMaster runs fn on every master of a Cluster, every shard of a Ring,
+// or the one server.
 func (s *Store) everyMaster(ctx context.Context, fn func(context.Context, redis.Cmdable) error) error {
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	each := func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) }
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, each)
 	}
 	return fn(ctx, s.client)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -133,19 +134,80 @@ func TestCodeFlush(t *testing.T) {
 	}
 }
 
+// TestCodeMissing: the answers that mean "load the code and call again",
+// as Redis 6 and 7 word them, and those that do not.
+func TestCodeMissing(t *testing.T) {
+	for _, c := range []struct {
+		msg              string
+		missing, refused bool
+	}{
+		{"NOSCRIPT No matching script. Please use EVAL.", true, false},
+		{"ERR Function not found", true, false},
+		{"ERR unknown command 'fcall', with args beginning with: 'floodgate_1' '1' ", true, true},   // Redis 7
+		{"ERR unknown command `fcall`, with args beginning with: `floodgate_1`, `1`, ", true, true}, // Redis 5 and 6
+		{"NOPERM this user has no permissions to run the 'fcall' command", true, true},
+		{"NOPERM this user has no permissions to access one of the keys used as arguments", false, false},
+		{"ERR Error running script (call to f_x): @user_script:1: oops", false, false},
+		{"READONLY You can't write against a read only replica.", false, false},
+	} {
+		err := errors.New(c.msg)
+		if got := codeMissing(err); got != c.missing {
+			t.Errorf("codeMissing(%q) = %v, want %v", c.msg, got, c.missing)
+		}
+		if got := fcallRefused(err); got != c.refused {
+			t.Errorf("fcallRefused(%q) = %v, want %v", c.msg, got, c.refused)
+		}
+	}
+}
+
+// TestNoFcallPermission: a user who may load functions but not call them
+// is switched to EVALSHA at the first refusal, instead of loading the
+// library again on every call.
+func TestNoFcallPermission(t *testing.T) {
+	rdb := aclClient(t, "-fcall")
+	s := newTestStore(t, rdb)
+	res := make([]floodgate.Result, 1)
+	for i, want := range []int64{2, 1, 0} {
+		if err := s.Take(context.Background(), "k", 1, onePolicy(floodgate.GCRA), res); err != nil || !res[0].Allowed || res[0].Remaining != want {
+			t.Fatalf("call %d: %+v, %v; want allowed, remaining %d", i, res[0], err, want)
+		}
+		if !s.noFunctions.Load() {
+			t.Fatalf("call %d: still calling FCALL", i)
+		}
+	}
+}
+
+// aclClient is a client of the standalone server as a new user with all
+// permissions but the given ACL rules, deleted at the end of the test.
+func aclClient(t *testing.T, rules ...string) *redis.Client {
+	admin := standaloneClient(t)
+	ctx := context.Background()
+	user, pass := fmt.Sprintf("fg-acl-%d", storeNo.Add(1)), "secret"
+	args := append([]any{"ACL", "SETUSER", user, "on", ">" + pass, "~*", "&*", "+@all"}, toAny(rules)...)
+	if err := admin.Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, Username: user, Password: pass})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
 // TestNoFunctionPermission: a Redis user that may neither load nor call
 // functions gets the same decisions through EVALSHA, which survives SCRIPT
 // FLUSH too.
 func TestNoFunctionPermission(t *testing.T) {
 	admin := standaloneClient(t)
 	ctx := context.Background()
-	user, pass := fmt.Sprintf("fg-nofunc-%d", storeNo.Add(1)), "secret"
-	if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">"+pass, "~*", "&*", "+@all", "-function", "-fcall").Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
-	rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, Username: user, Password: pass})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := aclClient(t, "-function", "-fcall")
 	s := newTestStore(t, rdb)
 	ps := onePolicy(floodgate.GCRA)
 	res := make([]floodgate.Result, 1)
