@@ -149,13 +149,15 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	now := s.nowMicro()
 	sh := s.shard(key)
 	sh.mu.Lock()
+	// Deferred, so that a panic (an unvalidated policy dividing by zero,
+	// recovered by net/http) cannot leave the shard locked for good.
+	defer sh.mu.Unlock()
 	head := sh.m[key]
 	if len(policies) == 1 && head != nil && head.next == nil && head.log == nil && head.name == policies[0].Name {
 		// The common case, one policy on a key already held: decide and
 		// write in place, with nothing else on the way.
 		p := &policies[0]
 		if cost > p.Capacity() {
-			sh.mu.Unlock()
 			return floodgate.CheckCost(cost, policies)
 		}
 		if head.exp <= now {
@@ -166,13 +168,10 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 		if r.Allowed && cost > 0 {
 			head.exp = r.Expires
 		}
-		sh.mu.Unlock()
 		setResult(&results[0], r)
 		return nil
 	}
-	err := s.take(sh, head, key, now, cost, policies, results)
-	sh.mu.Unlock()
-	return err
+	return s.take(sh, head, key, now, cost, policies, results)
 }
 
 // take is Take for several policies, a new key or a sliding window log,
