@@ -73,7 +73,8 @@ func (d Decision) Violated() []string {
 func (d *Decision) summarize() {
 	d.Allowed = true
 	best := -1
-	for i, r := range d.Results {
+	for i := range d.Results { // by index: a Result is too large to copy on every request
+		r := &d.Results[i]
 		if !r.Allowed {
 			if d.Allowed || r.RetryAfter > d.RetryAfter {
 				best = i
@@ -85,14 +86,15 @@ func (d *Decision) summarize() {
 	if d.Allowed {
 		// Closest to its limit: the smallest Remaining/Quota, compared as
 		// cross products to stay in integers.
-		for i, r := range d.Results {
+		for i := range d.Results {
+			r := &d.Results[i]
 			if best < 0 || r.Remaining*d.Results[best].Policy.Quota < d.Results[best].Remaining*r.Policy.Quota {
 				best = i
 			}
 		}
 	}
 	if best >= 0 {
-		r := d.Results[best]
+		r := &d.Results[best]
 		d.Policy, d.Remaining, d.ResetAfter = r.Policy, r.Remaining, r.ResetAfter
 	}
 }

@@ -227,8 +227,8 @@ func CheckCost(cost int64, policies []Policy) error {
 	if cost < 0 {
 		return fmt.Errorf("%w: %d", ErrInvalidCost, cost)
 	}
-	for _, p := range policies {
-		if cost > p.Capacity() {
+	for i := range policies { // by index: a Policy is too large to copy on every request
+		if p := &policies[i]; cost > p.Capacity() {
 			return fmt.Errorf("%w: cost %d, policy %q admits at most %d at once", ErrCostExceedsQuota, cost, p.Name, p.Capacity())
 		}
 	}
