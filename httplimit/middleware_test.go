@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/storetest"
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,16 +60,7 @@ func serve(t *testing.T, cfg httplimit.Config, h http.Handler) *httptest.Server 
 
 func do(t *testing.T, method, url string, hdr ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	resp, _ := testkit.Do(t, method, url, "", hdr...)
 	return resp
 }
 

@@ -3,7 +3,6 @@ package httplimit_test
 import (
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/redisstore"
 )
 
@@ -19,11 +19,7 @@ import (
 // of its own.
 func redisStore(t *testing.T) *redisstore.Store {
 	t.Helper()
-	addr := os.Getenv("FLOODGATE_TEST_REDIS")
-	if addr == "" {
-		t.Fatal("FLOODGATE_TEST_REDIS is not set: run scripts/services-up.sh and `. /tmp/floodgate-test/env` (make test does both)")
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS")})
 	t.Cleanup(func() { rdb.Close() })
 	st, err := redisstore.New(rdb, redisstore.WithPrefix("httplimit-test:"+t.Name()+":"+time.Now().Format("150405.000000")+":"))
 	if err != nil {

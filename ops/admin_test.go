@@ -3,8 +3,6 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -14,20 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/ops"
 )
-
-func fetch(t *testing.T, url string) (*http.Response, string) {
-	t.Helper()
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
 
 // TestAdminRoutes: the read routes answer JSON with real values, the
 // dashboard's files come from the binary and load nothing from elsewhere.
@@ -50,7 +37,7 @@ func TestAdminRoutes(t *testing.T) {
 	srv := httptest.NewServer(ops.NewAdmin(ops.AdminConfig{Detector: det, Offenders: top, Stats: stats, Reductions: red}))
 	defer srv.Close()
 
-	resp, body := fetch(t, srv.URL+"/v1/admin/top?rule=api&n=1")
+	resp, body := testkit.Do(t, "GET", srv.URL+"/v1/admin/top?rule=api&n=1", "")
 	var tr ops.TopResponse
 	if err := json.Unmarshal([]byte(body), &tr); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("top: %d %s", resp.StatusCode, body)
@@ -58,11 +45,11 @@ func TestAdminRoutes(t *testing.T) {
 	if tr.Keys != "fingerprint" || len(tr.Rules["api"]) != 1 || tr.Rules["api"][0] != (ops.Entry{Key: httplimit.Fingerprint("192.0.2.1"), Count: 3}) {
 		t.Fatalf("top: %+v", tr)
 	}
-	if resp, _ := fetch(t, srv.URL+"/v1/admin/top?n=0"); resp.StatusCode != 400 {
+	if resp, _ := testkit.Do(t, "GET", srv.URL+"/v1/admin/top?n=0", ""); resp.StatusCode != 400 {
 		t.Fatalf("top?n=0: %d", resp.StatusCode)
 	}
 
-	_, body = fetch(t, srv.URL+"/v1/admin/alerts")
+	_, body = testkit.Do(t, "GET", srv.URL+"/v1/admin/alerts", "")
 	var ar ops.AlertsResponse
 	json.Unmarshal([]byte(body), &ar)
 	if len(ar.Alerts) != 1 || ar.Alerts[0].Key != httplimit.Fingerprint("192.0.2.1") || len(ar.Blocks) != 1 ||
@@ -70,12 +57,12 @@ func TestAdminRoutes(t *testing.T) {
 		t.Fatalf("alerts: %s", body)
 	}
 
-	_, body = fetch(t, srv.URL+"/v1/admin/reductions")
+	_, body = testkit.Do(t, "GET", srv.URL+"/v1/admin/reductions", "")
 	if !strings.Contains(body, `"policy":"api","factor":0.5`) || !strings.Contains(body, `"reason":"drill"`) {
 		t.Fatalf("reductions: %s", body)
 	}
 
-	resp, body = fetch(t, srv.URL+"/dashboard/data.json")
+	resp, body = testkit.Do(t, "GET", srv.URL+"/dashboard/data.json", "")
 	var d ops.DashboardData
 	if err := json.Unmarshal([]byte(body), &d); err != nil || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("data.json: %v %s", err, body)
@@ -84,10 +71,10 @@ func TestAdminRoutes(t *testing.T) {
 		t.Fatalf("data.json: %s", body)
 	}
 
-	if resp, _ := fetch(t, srv.URL+"/dashboard"); resp.StatusCode != 301 || resp.Header.Get("Location") != "/dashboard/" {
+	if resp, _ := testkit.Do(t, "GET", srv.URL+"/dashboard", ""); resp.StatusCode != 301 || resp.Header.Get("Location") != "/dashboard/" {
 		t.Fatalf("/dashboard: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	resp, page := fetch(t, srv.URL+"/dashboard/")
+	resp, page := testkit.Do(t, "GET", srv.URL+"/dashboard/", "")
 	if resp.StatusCode != 200 || !strings.Contains(page, `<script src="app.js"></script>`) ||
 		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
 		t.Fatalf("/dashboard/: %d %v", resp.StatusCode, resp.Header)
@@ -96,7 +83,7 @@ func TestAdminRoutes(t *testing.T) {
 	// absolute URL is the SVG namespace, an identifier, never fetched.
 	abs := regexp.MustCompile(`https?://[^\s"'<>)]+`)
 	for _, f := range []string{"/dashboard/", "/dashboard/app.js", "/dashboard/style.css"} {
-		resp, text := fetch(t, srv.URL+f)
+		resp, text := testkit.Do(t, "GET", srv.URL+f, "")
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %d", f, resp.StatusCode)
 		}
@@ -120,7 +107,7 @@ func TestAdminRoutes(t *testing.T) {
 	empty := httptest.NewServer(ops.NewAdmin(ops.AdminConfig{}))
 	defer empty.Close()
 	for _, p := range []string{"/v1/admin/top", "/v1/admin/alerts", "/v1/admin/reductions"} {
-		if resp, _ := fetch(t, empty.URL+p); resp.StatusCode != 404 {
+		if resp, _ := testkit.Do(t, "GET", empty.URL+p, ""); resp.StatusCode != 404 {
 			t.Fatalf("%s without its part: %d", p, resp.StatusCode)
 		}
 	}

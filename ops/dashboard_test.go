@@ -18,6 +18,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/ops"
 )
 
@@ -120,7 +121,7 @@ func bucketLabel(secs int) string {
 // top-offender table show what the requests got, that the page refreshes
 // by itself, and saves a screenshot.
 func TestDashboardBrowser(t *testing.T) {
-	chrome := needEnv(t, "FLOODGATE_TEST_CHROMIUM")
+	chrome := testkit.Env(t, "FLOODGATE_TEST_CHROMIUM")
 	if _, err := os.Stat(chrome); err != nil {
 		t.Fatalf("FLOODGATE_TEST_CHROMIUM=%s: %v; scripts/services-up.sh installs Chromium", chrome, err)
 	}

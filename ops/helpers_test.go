@@ -1,15 +1,13 @@
 package ops_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,25 +16,11 @@ import (
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// needEnv returns a service address the test needs. A missing variable is
-// a failure, never a skip, so a missing service cannot hide; only -short
-// skips.
-func needEnv(t testing.TB, name string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: needs the test services")
-	}
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: start the test services with scripts/services-up.sh and `. /tmp/floodgate-test/env`, or run `make test`", name)
-	}
-	return v
-}
 
 // clock is a settable test clock, safe for concurrent use.
 type clock struct{ ns atomic.Int64 }
@@ -117,22 +101,11 @@ func get(t testing.TB, base, path, ip string) reply {
 }
 
 // logBuffer collects slog records as JSON lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logBuffer struct{ testkit.Buffer }
 
 func (l *logBuffer) records(t testing.TB) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	dec := json.NewDecoder(bytes.NewReader(l.buf.Bytes()))
+	dec := json.NewDecoder(strings.NewReader(l.String()))
 	for dec.More() {
 		var m map[string]any
 		if err := dec.Decode(&m); err != nil {

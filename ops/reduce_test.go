@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/ops"
 	"github.com/floodgate/floodgate/redisstore"
 )
@@ -132,7 +133,7 @@ func TestReductionMemory(t *testing.T) {
 // second one sharing the Redis store, on both sides of the quota, and
 // ends on both; the hash expires by itself in Redis.
 func TestReductionRedis(t *testing.T) {
-	addr := needEnv(t, "FLOODGATE_TEST_REDIS")
+	addr := testkit.Env(t, "FLOODGATE_TEST_REDIS")
 	prefix := fmt.Sprintf("fgtest:ops:%d-%d:", os.Getpid(), time.Now().UnixNano())
 	var reps []*replica
 	var rdb0 *redis.Client

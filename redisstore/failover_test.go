@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // redisNode runs scripts/redis-node.sh (found through
 // FLOODGATE_TEST_REDIS_NODE) and returns its trimmed output.
 func redisNode(t testing.TB, args ...string) string {
 	t.Helper()
-	script := needEnv(t, "FLOODGATE_TEST_REDIS_NODE")
+	script := testkit.Env(t, "FLOODGATE_TEST_REDIS_NODE")
 	out, err := exec.Command(script, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redis-node.sh %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -10,26 +10,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// needEnv returns a service address the test needs. A missing variable is a
-// failure, never a skip: a skipped test would hide a missing service. Only
-// -short skips.
-func needEnv(t testing.TB, name string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: needs the Redis test services")
-	}
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: start the test services with scripts/services-up.sh and `. /tmp/floodgate-test/env`, or run `make test`", name)
-	}
-	return v
-}
+	"github.com/floodgate/floodgate/internal/testkit"
+)
 
 func standaloneClient(t testing.TB) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: needEnv(t, "FLOODGATE_TEST_REDIS")})
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS")})
 	t.Cleanup(func() { rdb.Close() })
 	ping(t, rdb)
 	return rdb
@@ -37,7 +24,7 @@ func standaloneClient(t testing.TB) *redis.Client {
 
 func clusterClient(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	addrs := strings.Split(needEnv(t, "FLOODGATE_TEST_REDIS_CLUSTER"), ",")
+	addrs := strings.Split(testkit.Env(t, "FLOODGATE_TEST_REDIS_CLUSTER"), ",")
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { rdb.Close() })
 	ping(t, rdb)
@@ -46,8 +33,8 @@ func clusterClient(t testing.TB) *redis.ClusterClient {
 
 func sentinelClient(t testing.TB) *redis.Client {
 	t.Helper()
-	addrs := strings.Split(needEnv(t, "FLOODGATE_TEST_SENTINEL"), ",")
-	master := needEnv(t, "FLOODGATE_TEST_SENTINEL_MASTER")
+	addrs := strings.Split(testkit.Env(t, "FLOODGATE_TEST_SENTINEL"), ",")
+	master := testkit.Env(t, "FLOODGATE_TEST_SENTINEL_MASTER")
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: addrs})
 	t.Cleanup(func() { rdb.Close() })
 	ping(t, rdb)

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // The over-admission test runs this test binary again as child processes;
@@ -59,7 +60,7 @@ func TestOverAdmission(t *testing.T) {
 	}
 	for _, target := range targets {
 		t.Run(target.name, func(t *testing.T) {
-			addrs := needEnv(t, target.addrs)
+			addrs := testkit.Env(t, target.addrs)
 			rdb := target.rdb(t)
 			// One set of children runs every algorithm, each in its own
 			// phase, so that process start-up is paid once.

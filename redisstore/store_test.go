@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/storetest"
 )
 
@@ -271,7 +272,7 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 func TestNearCache(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: needEnv(t, "FLOODGATE_TEST_REDIS")})
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS")})
 	t.Cleanup(func() { rdb.Close() })
 	hook := &countingHook{}
 	rdb.AddHook(hook)

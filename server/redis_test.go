@@ -2,24 +2,12 @@ package server
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
-)
 
-// redisAddr is the standalone Redis of scripts/services-up.sh.
-func redisAddr(t *testing.T) string {
-	t.Helper()
-	if a := os.Getenv("FLOODGATE_TEST_REDIS"); a != "" {
-		return a
-	}
-	if testing.Short() {
-		t.Skip("FLOODGATE_TEST_REDIS not set (-short)")
-	}
-	t.Fatal("FLOODGATE_TEST_REDIS is not set: run scripts/services-up.sh and load /tmp/floodgate-test/env")
-	return ""
-}
+	"github.com/floodgate/floodgate/internal/testkit"
+)
 
 const redisConfig = `
 api: {listen: "127.0.0.1:0"}
@@ -36,7 +24,7 @@ rules:
 `
 
 func TestRedisStoreThroughAPI(t *testing.T) {
-	f := start(t, fmt.Sprintf(redisConfig, "fail-closed", redisAddr(t), time.Now().UnixNano()))
+	f := start(t, fmt.Sprintf(redisConfig, "fail-closed", testkit.Env(t, "FLOODGATE_TEST_REDIS"), time.Now().UnixNano()))
 	for i := 2; i >= 0; i-- {
 		_, m := check(t, f, `{"key":"r1","rule":"api"}`)
 		if m["allowed"] != true || m["remaining"] != float64(i) {
@@ -47,7 +35,7 @@ func TestRedisStoreThroughAPI(t *testing.T) {
 	if m["allowed"] != false || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("4th: %v", m)
 	}
-	if resp, _ := do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 200 {
+	if resp, _ := testkit.Do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 200 {
 		t.Errorf("readyz: %d", resp.StatusCode)
 	}
 }
@@ -56,7 +44,7 @@ func TestRedisDown(t *testing.T) {
 	// Nothing listens on port 1: the daemon still starts, /readyz says
 	// 503, and each rule answers by its failure mode.
 	f := start(t, fmt.Sprintf(redisConfig, "fail-open", "127.0.0.1:1", 0))
-	if resp, _ := do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 {
+	if resp, _ := testkit.Do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 {
 		t.Errorf("readyz with Redis down: %d", resp.StatusCode)
 	}
 	_, m := check(t, f, `{"key":"r","rule":"api"}`)
@@ -64,7 +52,7 @@ func TestRedisDown(t *testing.T) {
 		t.Errorf("fail-open check: %v", m)
 	}
 	f = start(t, fmt.Sprintf(redisConfig, "fail-closed", "127.0.0.1:1", 0))
-	resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), `{"key":"r","rule":"api"}`)
+	resp, body := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), `{"key":"r","rule":"api"}`)
 	if resp.StatusCode != 503 || !strings.Contains(body, "fail-closed") {
 		t.Errorf("fail-closed check: %d %s", resp.StatusCode, body)
 	}

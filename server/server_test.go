@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/config"
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -109,28 +110,10 @@ func start(t *testing.T, yaml string, opts ...Option) *fixture {
 	return f
 }
 
-func do(t *testing.T, method, url string, body string, hdr ...string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(b)
-}
-
 func TestGatewayLimitsAndHeaders(t *testing.T) {
 	f := start(t, baseConfig)
 	for i := 1; i <= 3; i++ {
-		resp, body := do(t, "POST", f.url(FaceGateway, "/login"), "")
+		resp, body := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), "")
 		if resp.StatusCode != 200 || body != "upstream POST /login" || resp.Header.Get("X-Upstream") != "yes" {
 			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 		}
@@ -144,7 +127,7 @@ func TestGatewayLimitsAndHeaders(t *testing.T) {
 			t.Errorf("RateLimit = %q", got)
 		}
 	}
-	resp, body := do(t, "POST", f.url(FaceGateway, "/login"), "")
+	resp, body := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), "")
 	if resp.StatusCode != 429 {
 		t.Fatalf("4th login: %d", resp.StatusCode)
 	}
@@ -156,10 +139,10 @@ func TestGatewayLimitsAndHeaders(t *testing.T) {
 		t.Errorf("429 without Retry-After: %q", ra)
 	}
 	// Another route has its own counters; a skipped path gets no fields.
-	if resp, _ := do(t, "GET", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
+	if resp, _ := testkit.Do(t, "GET", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
 		t.Errorf("GET /login (no rule): %d %q", resp.StatusCode, resp.Header.Get("Ratelimit"))
 	}
-	if resp, _ := do(t, "GET", f.url(FaceGateway, "/healthz"), ""); resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit") != "" {
+	if resp, _ := testkit.Do(t, "GET", f.url(FaceGateway, "/healthz"), ""); resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit") != "" {
 		t.Errorf("skipped /healthz: %d, X-RateLimit-Limit %q", resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit"))
 	}
 }
@@ -168,7 +151,7 @@ func TestGatewayForwardedHeaders(t *testing.T) {
 	f := start(t, baseConfig)
 	// The test client is 127.0.0.1, not a trusted proxy: its own
 	// X-Forwarded-For and X-Real-IP are dropped.
-	resp, _ := do(t, "GET", f.url(FaceGateway, "/x"), "", "X-Forwarded-For", "6.6.6.6", "X-Real-IP", "6.6.6.6", "X-Forwarded-Host", "evil")
+	resp, _ := testkit.Do(t, "GET", f.url(FaceGateway, "/x"), "", "X-Forwarded-For", "6.6.6.6", "X-Real-IP", "6.6.6.6", "X-Forwarded-Host", "evil")
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}
@@ -236,7 +219,7 @@ func TestGatewayUpstreamDown(t *testing.T) {
 	url := up.URL
 	up.Close()
 	f := start(t, fmt.Sprintf(baseConfig, url))
-	resp, body := do(t, "POST", f.url(FaceGateway, "/login"), "")
+	resp, body := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), "")
 	if resp.StatusCode != 502 || resp.Header.Get("Content-Type") != header.ProblemContentType {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
@@ -260,7 +243,7 @@ func TestGatewayUpstreamTimeout(t *testing.T) {
 	defer close(block)
 	yaml := strings.Replace(fmt.Sprintf(baseConfig, up.URL), "timeout: 2s", "timeout: 100ms", 1)
 	f := start(t, yaml)
-	resp, body := do(t, "GET", f.url(FaceGateway, "/slow"), "")
+	resp, body := testkit.Do(t, "GET", f.url(FaceGateway, "/slow"), "")
 	if resp.StatusCode != 504 || !strings.Contains(body, "did not answer in time") {
 		t.Errorf("%d %s", resp.StatusCode, body)
 	}
@@ -268,7 +251,7 @@ func TestGatewayUpstreamTimeout(t *testing.T) {
 
 func check(t *testing.T, f *fixture, body string) (*http.Response, map[string]any) {
 	t.Helper()
-	resp, b := do(t, "POST", f.url(FaceAPI, "/v1/check"), body)
+	resp, b := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), body)
 	var m map[string]any
 	if err := json.Unmarshal([]byte(b), &m); err != nil {
 		t.Fatalf("body %q: %v", b, err)
@@ -310,9 +293,9 @@ func TestAPICheck(t *testing.T) {
 func TestAPISharesCountersWithGateway(t *testing.T) {
 	f := start(t, baseConfig)
 	for i := 0; i < 3; i++ {
-		do(t, "POST", f.url(FaceGateway, "/login"), "")
+		testkit.Do(t, "POST", f.url(FaceGateway, "/login"), "")
 	}
-	resp, body := do(t, "GET", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin?rule=login"), "")
+	resp, body := testkit.Do(t, "GET", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin?rule=login"), "")
 	if resp.StatusCode != 200 || !strings.Contains(body, `"allowed":false`) || !strings.Contains(body, `"remaining":0`) {
 		t.Fatalf("peek: %d %s", resp.StatusCode, body)
 	}
@@ -320,17 +303,17 @@ func TestAPISharesCountersWithGateway(t *testing.T) {
 		t.Errorf("a peek carries Retry-After")
 	}
 	// Reset needs the admin token, then frees the client.
-	if resp, _ := do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), ""); resp.StatusCode != 401 {
+	if resp, _ := testkit.Do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), ""); resp.StatusCode != 401 {
 		t.Errorf("reset without token: %d", resp.StatusCode)
 	}
-	if resp, _ := do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), "", "Authorization", "Bearer wrong"); resp.StatusCode != 401 {
+	if resp, _ := testkit.Do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), "", "Authorization", "Bearer wrong"); resp.StatusCode != 401 {
 		t.Errorf("reset with a wrong token: %d", resp.StatusCode)
 	}
-	resp, body = do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), "", "Authorization", "Bearer admin-secret")
+	resp, body = testkit.Do(t, "DELETE", f.url(FaceAPI, "/v1/limits/127.0.0.1%7CPOST%20%2Flogin"), "", "Authorization", "Bearer admin-secret")
 	if resp.StatusCode != 200 || body != `{"reset":true,"key":"127.0.0.1|POST /login","policies":["api","big","login"]}` {
 		t.Errorf("reset: %d %s", resp.StatusCode, body)
 	}
-	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 200 {
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 200 {
 		t.Errorf("after reset: %d", resp.StatusCode)
 	}
 }
@@ -338,7 +321,7 @@ func TestAPISharesCountersWithGateway(t *testing.T) {
 func TestAPIPeekSpendsNothing(t *testing.T) {
 	f := start(t, baseConfig)
 	for i := 0; i < 3; i++ {
-		resp, body := do(t, "GET", f.url(FaceAPI, "/v1/limits/k?policies=api"), "")
+		resp, body := testkit.Do(t, "GET", f.url(FaceAPI, "/v1/limits/k?policies=api"), "")
 		if resp.StatusCode != 200 || !strings.Contains(body, `"remaining":5`) {
 			t.Fatalf("peek %d: %s", i, body)
 		}
@@ -347,7 +330,7 @@ func TestAPIPeekSpendsNothing(t *testing.T) {
 
 func TestAPIBatch(t *testing.T) {
 	f := start(t, baseConfig)
-	resp, b := do(t, "POST", f.url(FaceAPI, "/v1/check"), `[{"key":"a","rule":"api"},{"key":"a","rule":"nope"},{"key":"b","policies":["login"],"cost":3}]`)
+	resp, b := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), `[{"key":"a","rule":"api"},{"key":"a","rule":"nope"},{"key":"b","policies":["login"],"cost":3}]`)
 	var out []map[string]any
 	if err := json.Unmarshal([]byte(b), &out); err != nil || resp.StatusCode != 200 || len(out) != 3 {
 		t.Fatalf("%d %s %v", resp.StatusCode, b, err)
@@ -362,7 +345,7 @@ func TestAPIBatch(t *testing.T) {
 		t.Errorf("[2] = %v", out[2])
 	}
 	big := "[" + strings.Repeat(`{"key":"a","rule":"api"},`, 100) + `{"key":"a","rule":"api"}]`
-	if resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), big); resp.StatusCode != 400 || !strings.Contains(body, "at most 100 checks") {
+	if resp, body := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), big); resp.StatusCode != 400 || !strings.Contains(body, "at most 100 checks") {
 		t.Errorf("oversized batch: %d %s", resp.StatusCode, body)
 	}
 }
@@ -393,7 +376,7 @@ func TestAPIBadRequests(t *testing.T) {
 		{"{\"key\":\"a\\u0000b\",\"rule\":\"api\"}", `key holds a control character or U+FFFD (invalid UTF-8); send printable text`},
 		{"{\"key\":\"a\xffb\",\"rule\":\"api\"}", `key holds a control character or U+FFFD (invalid UTF-8); send printable text`},
 	} {
-		resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), tc.body)
+		resp, body := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), tc.body)
 		want := `{"title":"Bad Request","status":400,"detail":"` + tc.detail + `"}`
 		if resp.StatusCode != 400 || body != want || resp.Header.Get("Content-Type") != header.ProblemContentType {
 			t.Errorf("body %q:\n got %d %s\nwant 400 %s", tc.body, resp.StatusCode, body, want)
@@ -460,11 +443,11 @@ func TestForwardAuth(t *testing.T) {
 
 func TestForwardAuthRefusesUntrustedPeers(t *testing.T) {
 	f := start(t, baseConfig)
-	resp, body := do(t, "GET", f.url(FaceForwardAuth, "/v1/auth"), "", "X-Forwarded-Uri", "/login", "X-Forwarded-Method", "POST")
+	resp, body := testkit.Do(t, "GET", f.url(FaceForwardAuth, "/v1/auth"), "", "X-Forwarded-Uri", "/login", "X-Forwarded-Method", "POST")
 	if resp.StatusCode != 403 || !strings.Contains(body, "trusted proxies only") {
 		t.Errorf("standard mode: %d %s", resp.StatusCode, body)
 	}
-	resp, _ = do(t, "GET", f.url(FaceForwardAuth, "/v1/auth/nginx"), "", "X-Original-URI", "/login")
+	resp, _ = testkit.Do(t, "GET", f.url(FaceForwardAuth, "/v1/auth/nginx"), "", "X-Original-URI", "/login")
 	if resp.StatusCode != 500 {
 		t.Errorf("nginx mode: %d, want 500 (403 means limited there)", resp.StatusCode)
 	}
@@ -475,9 +458,9 @@ func TestTenantFromUntrustedPeerIsIgnored(t *testing.T) {
 	// The client sets X-Tenant-ID itself; it is not a trusted proxy, so all
 	// such requests share the "-" partition instead of choosing a tenant.
 	for i := 0; i < 3; i++ {
-		do(t, "GET", f.url(FaceGateway, "/t/a"), "", "X-Tenant-ID", fmt.Sprint("t", i))
+		testkit.Do(t, "GET", f.url(FaceGateway, "/t/a"), "", "X-Tenant-ID", fmt.Sprint("t", i))
 	}
-	if resp, _ := do(t, "GET", f.url(FaceGateway, "/t/a"), "", "X-Tenant-ID", "fresh"); resp.StatusCode != 429 {
+	if resp, _ := testkit.Do(t, "GET", f.url(FaceGateway, "/t/a"), "", "X-Tenant-ID", "fresh"); resp.StatusCode != 429 {
 		t.Errorf("a forged tenant got its own partition: %d", resp.StatusCode)
 	}
 }
@@ -490,24 +473,24 @@ func TestAdmin(t *testing.T) {
 	store := memorystore.New()
 	defer store.Close()
 	f := start(t, baseConfig, WithStore(store, ping))
-	if resp, body := do(t, "GET", f.url(FaceAdmin, "/healthz"), ""); resp.StatusCode != 200 || body != `{"status":"ok"}` {
+	if resp, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/healthz"), ""); resp.StatusCode != 200 || body != `{"status":"ok"}` {
 		t.Errorf("healthz: %d %s", resp.StatusCode, body)
 	}
-	if resp, _ := do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 200 {
+	if resp, _ := testkit.Do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 200 {
 		t.Errorf("readyz: %d", resp.StatusCode)
 	}
 	mu.Lock()
 	pingErr = failing
 	mu.Unlock()
-	if resp, body := do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 || !strings.Contains(body, "does not answer") {
+	if resp, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 || !strings.Contains(body, "does not answer") {
 		t.Errorf("readyz with the store down: %d %s", resp.StatusCode, body)
 	}
-	if resp, _ := do(t, "GET", f.url(FaceAdmin, "/metrics"), ""); resp.StatusCode != 401 {
+	if resp, _ := testkit.Do(t, "GET", f.url(FaceAdmin, "/metrics"), ""); resp.StatusCode != 401 {
 		t.Errorf("metrics without the token: %d", resp.StatusCode)
 	}
-	do(t, "POST", f.url(FaceGateway, "/login"), "")
+	testkit.Do(t, "POST", f.url(FaceGateway, "/login"), "")
 	check(t, f, `{"key":"m","rule":"api"}`)
-	resp, body := do(t, "GET", f.url(FaceAdmin, "/metrics"), "", "Authorization", "Bearer admin-secret")
+	resp, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/metrics"), "", "Authorization", "Bearer admin-secret")
 	if resp.StatusCode != 200 {
 		t.Fatalf("metrics: %d", resp.StatusCode)
 	}
@@ -538,9 +521,9 @@ rules:
 func TestReloadKeepsCounters(t *testing.T) {
 	f := start(t, baseConfig)
 	for i := 0; i < 3; i++ {
-		do(t, "POST", f.url(FaceGateway, "/login"), "")
+		testkit.Do(t, "POST", f.url(FaceGateway, "/login"), "")
 	}
-	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
 		t.Fatalf("before reload: %d", resp.StatusCode)
 	}
 	// A broken file is rejected and the old rules keep serving.
@@ -550,7 +533,7 @@ func TestReloadKeepsCounters(t *testing.T) {
 	if !errors.As(err, &errs) || !strings.Contains(err.Error(), `policies.login.quota: want a whole number, got "nope"`) {
 		t.Fatalf("bad reload: %v", err)
 	}
-	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
 		t.Errorf("after a rejected reload: %d", resp.StatusCode)
 	}
 	// Quota 3 -> 4: the 3 requests already counted still count.
@@ -558,18 +541,18 @@ func TestReloadKeepsCounters(t *testing.T) {
 	if err := f.srv.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), "")
+	resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), "")
 	if resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Remaining") != "0" || resp.Header.Get("X-Ratelimit-Limit") != "4" {
 		t.Errorf("after reload: %d %v", resp.StatusCode, resp.Header)
 	}
-	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 429 {
 		t.Errorf("5th after reload: %d", resp.StatusCode)
 	}
 	// The reload endpoint needs the token and reports a rejected file.
-	if resp, _ := do(t, "POST", f.url(FaceAdmin, "/-/reload"), ""); resp.StatusCode != 401 {
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceAdmin, "/-/reload"), ""); resp.StatusCode != 401 {
 		t.Errorf("reload without token: %d", resp.StatusCode)
 	}
-	if resp, _ := do(t, "POST", f.url(FaceAdmin, "/-/reload"), "", "Authorization", "Bearer admin-secret"); resp.StatusCode != 200 {
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceAdmin, "/-/reload"), "", "Authorization", "Bearer admin-secret"); resp.StatusCode != 200 {
 		t.Errorf("reload endpoint: %d", resp.StatusCode)
 	}
 }
@@ -646,10 +629,10 @@ func TestGracefulShutdownFinishesRequests(t *testing.T) {
 
 func TestFailClosedStoreAnswers503(t *testing.T) {
 	f := start(t, baseConfig, WithStore(brokenStore{}, nil))
-	if resp, _ := do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 503 {
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), ""); resp.StatusCode != 503 {
 		t.Errorf("gateway: %d, want 503 (fail-closed)", resp.StatusCode)
 	}
-	resp, body := do(t, "POST", f.url(FaceAPI, "/v1/check"), `{"key":"a","rule":"api"}`)
+	resp, body := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), `{"key":"a","rule":"api"}`)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "unavailable (fail-closed)") {
 		t.Errorf("api: %d %s", resp.StatusCode, body)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/tier"
 )
 
@@ -63,7 +64,7 @@ func apiCall(t *testing.T, f *fixture, ip, key string) (*http.Response, string) 
 	if key != "" {
 		hdr = append(hdr, "X-API-Key", key)
 	}
-	return do(t, "GET", f.url(FaceGateway, "/api/items"), "", hdr...)
+	return testkit.Do(t, "GET", f.url(FaceGateway, "/api/items"), "", hdr...)
 }
 
 // wantProblem checks the status and problem type suffix of a response.
@@ -158,7 +159,7 @@ func TestTiersPerKeyAndRoute(t *testing.T) {
 		"  - {match: /v2/, policies: [ip-guard], tiers: {partition: key, per_route: true, header: X-Key}}\n"
 	f := start(t, yaml)
 	call := func(path, key string) int {
-		resp, _ := do(t, "GET", f.url(FaceGateway, path), "", "X-Forwarded-For", "203.0.113.5", "X-Key", key)
+		resp, _ := testkit.Do(t, "GET", f.url(FaceGateway, path), "", "X-Forwarded-For", "203.0.113.5", "X-Key", key)
 		return resp.StatusCode
 	}
 	// Per key, the tenant's second key has a quota of its own; per route,
@@ -246,7 +247,7 @@ tiers:
 // TestRedisConcurrentRequests holds an in-flight slot in Redis: the
 // daemon used to refuse concurrent-requests policies with the Redis store.
 func TestRedisConcurrentRequests(t *testing.T) {
-	addr := redisAddr(t)
+	addr := testkit.Env(t, "FLOODGATE_TEST_REDIS")
 	started, release := make(chan struct{}, 4), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
@@ -281,7 +282,7 @@ rules:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first request never reached the upstream")
 	}
-	resp, body := do(t, "GET", f.url(FaceGateway, "/slow"), "")
+	resp, body := testkit.Do(t, "GET", f.url(FaceGateway, "/slow"), "")
 	if p := wantProblem(t, "second in flight", resp, body, 429, "quota-exceeded"); p.ViolatedPolicies[0] != "inflight" {
 		t.Errorf("second in flight violated %v", p.ViolatedPolicies)
 	}
@@ -290,7 +291,7 @@ rules:
 		t.Fatalf("first request: %d", code)
 	}
 	// The slot is given back when the first response ends.
-	if resp, body := do(t, "GET", f.url(FaceGateway, "/slow"), ""); resp.StatusCode != 200 || body != "done" {
+	if resp, body := testkit.Do(t, "GET", f.url(FaceGateway, "/slow"), ""); resp.StatusCode != 200 || body != "done" {
 		t.Errorf("after release: %d %s", resp.StatusCode, body)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // wrkScript cycles an X-Key header over 10 values and counts, per thread,
@@ -148,7 +150,7 @@ func TestReloadsDuringLoad(t *testing.T) {
 	}
 	r := <-done
 	checkLoad(t, r)
-	_, metrics := get(t, "GET", "http://"+admin+"/metrics")
+	_, metrics := testkit.Do(t, "GET", "http://"+admin+"/metrics", "")
 	if !strings.Contains(metrics, `floodgate_config_reloads_total{result="ok"} 10`) || strings.Contains(metrics, `result="error"`) {
 		t.Errorf("reload metrics:\n%s", grepLines(metrics, "floodgate_config_reloads_total"))
 	}

@@ -1,19 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // binary is the floodgate command built once for the tests that run it as
@@ -84,28 +82,10 @@ func waitPort(t *testing.T, addr string, logs fmt.Stringer) {
 	t.Fatalf("nothing listens on %s after 10s; output:\n%s", addr, logs)
 }
 
-// syncBuffer collects a process's output safely across goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // daemon is a floodgate serve process.
 type daemon struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testkit.Buffer
 	file string
 }
 
@@ -113,7 +93,7 @@ type daemon struct {
 // stopping it with SIGTERM at cleanup.
 func startDaemon(t *testing.T, yaml string, waitFor string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{out: &syncBuffer{}, file: filepath.Join(t.TempDir(), "floodgate.yaml")}
+	d := &daemon{out: &testkit.Buffer{}, file: filepath.Join(t.TempDir(), "floodgate.yaml")}
 	if err := os.WriteFile(d.file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -138,21 +118,6 @@ func startDaemon(t *testing.T, yaml string, waitFor string, args ...string) *dae
 	})
 	waitPort(t, waitFor, d.out)
 	return d
-}
-
-func get(t *testing.T, method, url string, hdr ...string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(b)
 }
 
 func TestValidateCommand(t *testing.T) {
@@ -183,19 +148,19 @@ func TestQuickstart(t *testing.T) {
 	yaml := strings.NewReplacer(`"127.0.0.1:8080"`, `"`+gw+`"`, `"127.0.0.1:8081"`, `"`+api+`"`, `"127.0.0.1:9090"`, `"`+admin+`"`).Replace(string(b))
 	startDaemon(t, yaml, gw)
 	for i := 1; i <= 5; i++ {
-		resp, body := get(t, "POST", "http://"+gw+"/login")
+		resp, body := testkit.Do(t, "POST", "http://"+gw+"/login", "")
 		if resp.StatusCode != 200 || !strings.Contains(body, `"path":"/login"`) || resp.Header.Get("X-Ratelimit-Remaining") != fmt.Sprint(5-i) {
 			t.Fatalf("login %d: %d %s %v", i, resp.StatusCode, body, resp.Header)
 		}
 	}
-	resp, body := get(t, "POST", "http://"+gw+"/login")
+	resp, body := testkit.Do(t, "POST", "http://"+gw+"/login", "")
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, `"violated-policies":["login"]`) {
 		t.Errorf("6th login: %d %s %v", resp.StatusCode, body, resp.Header)
 	}
-	if resp, _ := get(t, "GET", "http://"+gw+"/healthz"); resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
+	if resp, _ := testkit.Do(t, "GET", "http://"+gw+"/healthz", ""); resp.StatusCode != 200 || resp.Header.Get("Ratelimit") != "" {
 		t.Errorf("/healthz: %d %v", resp.StatusCode, resp.Header)
 	}
-	if resp, _ := get(t, "GET", "http://"+admin+"/readyz"); resp.StatusCode != 200 {
+	if resp, _ := testkit.Do(t, "GET", "http://"+admin+"/readyz", ""); resp.StatusCode != 200 {
 		t.Errorf("/readyz: %d", resp.StatusCode)
 	}
 }

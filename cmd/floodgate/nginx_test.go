@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // TestNginxAuthRequest puts a real nginx in front of an app, asking
@@ -75,7 +77,7 @@ http {
 		t.Fatalf("nginx -t: %v\n%s\n%s", err, out, conf)
 	}
 	cmd := exec.Command(nginx, "-p", dir, "-c", confFile)
-	out := &syncBuffer{}
+	out := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -94,7 +96,7 @@ http {
 
 	url := "http://" + nginxAddr + "/api/items"
 	for i := 1; i <= 3; i++ {
-		resp, body := get(t, "GET", url)
+		resp, body := testkit.Do(t, "GET", url, "")
 		if resp.StatusCode != 200 || body != "app saw GET /api/items" {
 			t.Fatalf("request %d: %d %q; nginx error log:\n%s", i, resp.StatusCode, body, readFile(dir, "error.log"))
 		}
@@ -105,7 +107,7 @@ http {
 			t.Errorf("request %d: RateLimit-Policy = %q", i, got)
 		}
 	}
-	resp, body := get(t, "GET", url)
+	resp, body := testkit.Do(t, "GET", url, "")
 	if resp.StatusCode != 429 {
 		t.Fatalf("4th request: %d %q; nginx error log:\n%s", resp.StatusCode, body, readFile(dir, "error.log"))
 	}
@@ -123,7 +125,7 @@ http {
 		t.Errorf("429: %v %q", resp.Header, body)
 	}
 	time.Sleep(time.Duration(ra)*time.Second + 100*time.Millisecond)
-	if resp, body := get(t, "GET", url); resp.StatusCode != 200 {
+	if resp, body := testkit.Do(t, "GET", url, ""); resp.StatusCode != 200 {
 		t.Errorf("after Retry-After: %d %q", resp.StatusCode, body)
 	}
 }

@@ -7,11 +7,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // Database creates a database named floodgate_test_<random>, drops it when
@@ -20,13 +21,7 @@ import (
 // pass for a passing test.
 func Database(t testing.TB) string {
 	t.Helper()
-	admin := os.Getenv("FLOODGATE_TEST_POSTGRES")
-	if admin == "" {
-		if testing.Short() {
-			t.Skip("FLOODGATE_TEST_POSTGRES not set (-short)")
-		}
-		t.Fatal("FLOODGATE_TEST_POSTGRES is not set: run scripts/services-up.sh and `. /tmp/floodgate-test/env` (make test does both)")
-	}
+	admin := testkit.Env(t, "FLOODGATE_TEST_POSTGRES")
 	var b [6]byte
 	rand.Read(b[:])
 	name := "floodgate_test_" + hex.EncodeToString(b[:])
