@@ -46,16 +46,15 @@ func BenchmarkTake(b *testing.B) {
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	})
-	b.Run("RawEvalSha", func(b *testing.B) {
+	b.Run("RawFcall", func(b *testing.B) {
 		ctx := context.Background()
 		prefix := newPrefix(b, rdb)
+		if err := rdb.FunctionLoadReplace(ctx, library).Err(); err != nil {
+			b.Fatal(err)
+		}
 		for i := 0; b.Loop(); i++ {
 			// One GCRA decision: n=1, slack=0, now=-1 (server TIME), cost 1, 1 policy.
-			if err := rdb.EvalSha(ctx, scriptSHA, []string{prefix + "{" + keys[i%len(keys)] + "}:api:gcra"}, 1, 0, -1, 1, 1, 5, 100, 100, 1000000).Err(); err != nil {
-				if i == 0 {
-					rdb.ScriptLoad(ctx, script)
-					continue
-				}
+			if err := rdb.FCall(ctx, functionName, []string{prefix + "{" + keys[i%len(keys)] + "}:api:gcra"}, 1, 0, -1, 1, 1, 5, 100, 100, 1000000).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -25,8 +25,9 @@ func redisNode(t testing.TB, args ...string) string {
 }
 
 // TestClusterFailover stops the master that owns a key while decisions
-// run; once its replica is promoted, decisions continue (the new master
-// has no script, so NOSCRIPT reloads it), and no key is left without a TTL.
+// run; once its replica is promoted, decisions continue (the function
+// library reached it by replication, or a reload brings it), and no key is
+// left without a TTL.
 // The stopped node is restarted and the Cluster is healthy again at the end.
 func TestClusterFailover(t *testing.T) {
 	rdb := clusterClient(t)

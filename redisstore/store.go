@@ -103,8 +103,9 @@ func WithMaxKeyLength(n int) Option {
 // least minRetryAfter, later requests for the same key with the same
 // policies and a cost at least as large are denied locally until that
 // RetryAfter has passed (counted from when the first call was sent), with
-// RetryAfter and ResetAfter reduced by the time elapsed. At most size keys
-// are held; the soonest to expire make room. Only denials are cached, so the
+// RetryAfter and ResetAfter reduced by the time elapsed. About size keys
+// are held (size rounded up to a multiple of its 16 shards); a full shard
+// drops the soonest to expire of 8 sampled entries. Only denials are cached, so the
 // cache never admits what Redis would deny. A Reset through this Store
 // clears the key's entry; a Reset made elsewhere is seen here once the entry
 // expires. Off by default.
@@ -147,9 +148,8 @@ func WithClock(now func() time.Time) Option {
 // New returns a Store over client: a *redis.Client (standalone, or Sentinel
 // through redis.NewFailoverClient), a *redis.ClusterClient, or any other
 // UniversalClient. New does not contact Redis; the code is loaded on first
-// use and again whenever a server says it lacks it. The Redis user needs
-// FUNCTION LOAD and FCALL (Redis 7 and later), or else EVALSHA, EVAL and
-// SCRIPT LOAD, besides the data commands the algorithms use.
+// use and again whenever a server says it lacks it. It needs Redis 6.0 or
+// later; docs/REDIS.md lists the commands its Redis user must be allowed.
 //
 // A client with ContextTimeoutEnabled lets a lone caller run its own script
 // call, saving two goroutine switches of latency; without it, go-redis
@@ -328,7 +328,7 @@ func (s *Store) exec(ctx context.Context, batch []*request) {
 	// go again; should a node still lack it, EVAL sends the source itself.
 	var retry []int
 	for i, c := range cmds {
-		if fcallRefused(c.Err()) {
+		if functionsRefused(c.Err()) {
 			s.noFunctions.Store(true) // for good: the server will not run FCALL
 		}
 		if codeMissing(c.Err()) {
@@ -377,50 +377,44 @@ func (s *Store) codeCall(ctx context.Context, group []*request) *redis.IntSliceC
 
 // codeMissing reports an answer meaning that the server lacks the code
 // called or will not run it that way: NOSCRIPT for EVALSHA; for FCALL, an
-// unknown function, or FCALL refused (see fcallRefused). Nothing ran.
+// unknown function, or functions refused (see functionsRefused). Nothing
+// ran.
 func codeMissing(err error) bool {
 	if err == nil {
 		return false
 	}
 	msg := err.Error()
-	return strings.HasPrefix(msg, "NOSCRIPT") || strings.HasPrefix(msg, "ERR Function not found") || fcallRefused(err)
+	return strings.HasPrefix(msg, "NOSCRIPT") || strings.HasPrefix(msg, "ERR Function not found") || functionsRefused(err)
 }
 
-// fcallRefused reports an answer saying FCALL itself is refused: an unknown
-// command (Redis before 7, which quotes it `fcall`; 7 writes 'fcall', and a
-// rename-command makes it unknown too) or a user not allowed it. Loading the
-// library again cannot help.
-func fcallRefused(err error) bool {
+// functionsRefused reports an answer to FCALL or FUNCTION LOAD that trying
+// again cannot change: an unknown command or subcommand (Redis before 7,
+// which quotes it `fcall`, where 7 writes 'fcall'; or a rename-command) or
+// a user not allowed it. Key permissions and other NOPERMs do not count.
+func functionsRefused(err error) bool {
 	if err == nil {
 		return false
 	}
 	msg := strings.ToLower(err.Error())
-	return (strings.HasPrefix(msg, "err unknown command") || strings.HasPrefix(msg, "noperm")) && strings.Contains(msg, "fcall")
+	return (strings.HasPrefix(msg, "err unknown command") || strings.HasPrefix(msg, "err unknown subcommand") || strings.HasPrefix(msg, "noperm")) &&
+		(strings.Contains(msg, "fcall") || strings.Contains(msg, "function"))
 }
 
 // load loads the function library on every master (on a Cluster) or the
-// one server. A server that refuses it — older than Redis 7, or a user
-// without the FUNCTION command — switches the store to the script for
-// good, which it then loads. Errors are not returned: they show in the
+// one server. A server that refuses it switches the store to the script
+// for good, which it then loads. Errors are not returned: they show in the
 // calls that follow.
 func (s *Store) load(ctx context.Context) {
 	if !s.noFunctions.Load() {
 		err := s.everyMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
 			return c.FunctionLoadReplace(ctx, library).Err()
 		})
-		if err == nil || !refused(err) {
+		if !functionsRefused(err) {
 			return
 		}
 		s.noFunctions.Store(true)
 	}
 	_ = s.everyMaster(ctx, func(ctx context.Context, c redis.Cmdable) error { return c.ScriptLoad(ctx, script).Err() })
-}
-
-// refused reports a FUNCTION LOAD error that will not go away by trying
-// again: an unknown command or subcommand, or no permission.
-func refused(err error) bool {
-	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "unknown subcommand") || strings.HasPrefix(msg, "noperm")
 }
 
 // everyMaster runs fn on every master of a Cluster, every shard of a Ring,

@@ -81,8 +81,11 @@ func TestHostileKeysOnCluster(t *testing.T) {
 			}
 		}
 		k1, k2 := redisKey(s.prefix, tag(key, s.maxKeyLen), &ps[0]), redisKey(s.prefix, tag(key, s.maxKeyLen), &ps[1])
-		s1, _ := rdb.ClusterKeySlot(ctx, k1).Result()
-		s2, _ := rdb.ClusterKeySlot(ctx, k2).Result()
+		s1, err1 := rdb.ClusterKeySlot(ctx, k1).Result()
+		s2, err2 := rdb.ClusterKeySlot(ctx, k2).Result()
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
 		if s1 != s2 {
 			t.Errorf("key %.20q: %s in slot %d, %s in slot %d", key, k1, s1, k2, s2)
 		}
@@ -150,13 +153,15 @@ func TestCodeMissing(t *testing.T) {
 		{"NOPERM this user has no permissions to access one of the keys used as arguments", false, false},
 		{"ERR Error running script (call to f_x): @user_script:1: oops", false, false},
 		{"READONLY You can't write against a read only replica.", false, false},
+		{"NOPERM this user has no permissions to run the 'function|load' command", true, true},
+		{"ERR unknown command `FUNCTION`, with args beginning with: `LOAD`, ", true, true},
 	} {
 		err := errors.New(c.msg)
 		if got := codeMissing(err); got != c.missing {
 			t.Errorf("codeMissing(%q) = %v, want %v", c.msg, got, c.missing)
 		}
-		if got := fcallRefused(err); got != c.refused {
-			t.Errorf("fcallRefused(%q) = %v, want %v", c.msg, got, c.refused)
+		if got := functionsRefused(err); got != c.refused {
+			t.Errorf("functionsRefused(%q) = %v, want %v", c.msg, got, c.refused)
 		}
 	}
 }

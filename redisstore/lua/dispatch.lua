@@ -28,9 +28,6 @@ local function decide(KEYS, ARGV)
     a = a + 3
     if now < 0 then
       if not server_now then
-        -- Redis before 5 replicates scripts verbatim unless told otherwise;
-        -- from 7 on this call is a no-op.
-        if redis.replicate_commands then redis.replicate_commands() end
         local t = call('TIME')
         server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
       end
