@@ -19,11 +19,10 @@ type Store struct {
 	mask      uint64
 	seed      maphash.Seed
 	maxKeys   int64
-	keys      atomic.Int64 // keys held across all shards
-	now       func() time.Time
-	fastClock bool      // now is time.Now: read the monotonic clock only
-	base      time.Time // with fastClock: a time.Now reading with its monotonic part
-	baseMicro int64     // base.UnixMicro()
+	keys      atomic.Int64     // keys held across all shards
+	now       func() time.Time // WithClock's; nil: the monotonic clock from base
+	base      time.Time        // a time.Now reading with its monotonic part
+	baseMicro int64            // base.UnixMicro()
 	evictions atomic.Uint64
 	stop      chan struct{}
 	done      chan struct{}
@@ -84,20 +83,16 @@ func New(opts ...Option) *Store {
 		n <<= 1
 	}
 	s := &Store{
-		shards:    make([]shard, n),
-		mask:      uint64(n - 1),
-		seed:      maphash.MakeSeed(),
-		maxKeys:   int64(max(1, c.maxKeys)),
-		now:       c.now,
-		fastClock: c.now == nil,
-		base:      time.Now(),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		shards:  make([]shard, n),
+		mask:    uint64(n - 1),
+		seed:    maphash.MakeSeed(),
+		maxKeys: int64(max(1, c.maxKeys)),
+		now:     c.now,
+		base:    time.Now(),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	s.baseMicro = s.base.UnixMicro()
-	if s.fastClock {
-		s.now = time.Now
-	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*node)
 	}
@@ -125,7 +120,7 @@ func (s *Store) Len() int { return int(s.keys.Load()) }
 // nowMicro is the store's clock in µs since the epoch. With the default
 // clock it reads only the monotonic clock (one vDSO call instead of two).
 func (s *Store) nowMicro() int64 {
-	if s.fastClock {
+	if s.now == nil {
 		return s.baseMicro + int64(time.Since(s.base)/time.Microsecond)
 	}
 	return s.now().UnixMicro()
@@ -384,7 +379,7 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		now := s.now().UnixMicro()
+		now := s.nowMicro() // the clock expiries were set with
 		for k, n := range sh.m {
 			if expiry(n) <= now {
 				delete(sh.m, k)
