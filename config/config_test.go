@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -214,6 +215,24 @@ rules:
 	}
 	if c.Rules[0].Policies[0] != "copy" {
 		t.Errorf("scalar list = %q", c.Rules[0].Policies)
+	}
+}
+
+// TestManyAliases: aliases used many times side by side are as deep as one
+// (each alias followed used to add a level for good, so about 60 uses
+// failed with "nested too deeply").
+func TestManyAliases(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("api: {listen: ':0'}\npolicies:\n  base: {quota: 10, window: 10s}\nrules:\n  - {name: r0, match: /r0, policies: &pol [base]}\n")
+	for i := 1; i < 100; i++ {
+		fmt.Fprintf(&b, "  - {name: r%d, match: /r%d, policies: *pol}\n", i, i)
+	}
+	c, err := Parse("f.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rules) != 100 || c.Rules[99].Policies[0] != "base" {
+		t.Fatalf("rules: %d, last %+v", len(c.Rules), c.Rules[len(c.Rules)-1])
 	}
 }
 

@@ -41,8 +41,11 @@ var durationType = reflect.TypeFor[Duration]()
 
 // decode stores n into v (settable), naming it path in errors.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	// Each alias followed below counts as a level too; all are undone on
+	// return, so siblings start from the same depth.
+	saved := d.depth
+	defer func() { d.depth = saved }()
 	d.depth++
-	defer func() { d.depth-- }()
 	d.nodes++
 	if d.nodes == maxNodes {
 		d.errorf(n.Line, path, "the file expands to more than %d values (aliases referring to themselves?)", maxNodes)
