@@ -99,7 +99,6 @@ func scripts() []script {
 			{key: "a", cost: 1, want: []want{deny(0, s, s)}},
 			{key: "b", cost: 1, want: []want{ok(2, s)}},
 			{key: "a:b{c}", cost: 1, want: []want{ok(2, s)}},
-			{key: "", cost: 1, want: []want{ok(2, s)}},
 		}},
 	}
 }
