@@ -187,6 +187,14 @@ func restartNeeded(old, cfg *config.Config) []string {
 	addr("api", oa, na)
 	addr("forward_auth", of, nf)
 	addr("admin", old.Admin.Listen, cfg.Admin.Listen)
+	// Read once, at New: the logger, and the webhook, key display and
+	// reduction store of ops (setupOps).
+	if old.Log != cfg.Log {
+		out = append(out, "log")
+	}
+	if oo, no := old.Ops, cfg.Ops; !reflect.DeepEqual(oo.Webhook, no.Webhook) || oo.RawKeys != no.RawKeys || oo.Reductions != no.Reductions {
+		out = append(out, "ops webhook, raw_keys or reductions")
+	}
 	ost, nst := old.Store, cfg.Store
 	// The whole redis section is read once, at New (openStore).
 	if ost.Type != nst.Type || ost.Memory != nst.Memory || !reflect.DeepEqual(ost.Redis, nst.Redis) {

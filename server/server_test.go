@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -681,4 +682,24 @@ func FuzzParseSimple(f *testing.F) {
 			t.Fatalf("%q: fast %s, strict %s", b, fj, sj)
 		}
 	})
+}
+
+// TestRestartNeeded: what a reload cannot change is reported, the logger
+// and the ops parts read at New included.
+func TestRestartNeeded(t *testing.T) {
+	parse := func(extra string) *config.Config {
+		c, err := config.Parse("f.yaml", []byte("api: {listen: '127.0.0.1:0'}\n"+extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	old := parse("")
+	if got := restartNeeded(old, parse("")); len(got) != 0 {
+		t.Errorf("same file: %q", got)
+	}
+	got := restartNeeded(old, parse("log: {level: debug}\nops: {raw_keys: true}\n"))
+	if want := []string{"log", "ops webhook, raw_keys or reductions"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }
