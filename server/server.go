@@ -48,9 +48,10 @@ type Server struct {
 	file  string // reloaded by Reload; "" when built from a Config only
 	start *config.Config
 
-	mu    sync.Mutex // serialises Apply and the demo upstream's start
-	state atomic.Pointer[state]
-	demo  *demoUpstream
+	mu       sync.Mutex // serialises Apply and the demo upstream's start
+	state    atomic.Pointer[state]
+	demo     *demoUpstream
+	demoOnly bool // WithDemoUpstream
 
 	servers []*http.Server
 	addrs   map[Face]string
@@ -72,6 +73,11 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.logger = l }
 func WithStore(store floodgate.Store, ping func(context.Context) error) Option {
 	return func(s *Server) { s.store, s.ping = store, ping }
 }
+
+// WithDemoUpstream makes the gateway proxy to the built-in demo upstream
+// whatever gateway.upstream says, in every configuration a reload brings
+// too (floodgate serve --demo).
+func WithDemoUpstream() Option { return func(s *Server) { s.demoOnly = true } }
 
 // WithRegistry registers the metrics on reg instead of a new registry.
 func WithRegistry(reg *prometheus.Registry) Option { return func(s *Server) { s.reg = reg } }

@@ -703,3 +703,21 @@ func TestRestartNeeded(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestDemoUpstreamSurvivesReload: with WithDemoUpstream (serve --demo) the
+// gateway answers from the demo app, also after a reload of the file,
+// whose gateway.upstream names the real one.
+func TestDemoUpstreamSurvivesReload(t *testing.T) {
+	f := start(t, baseConfig, WithDemoUpstream())
+	for _, step := range []string{"start", "reload"} {
+		if step == "reload" {
+			if err := f.srv.Reload(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, body := testkit.Do(t, "GET", f.url(FaceGateway, "/anything"), "")
+		if resp.StatusCode != 200 || !strings.Contains(body, `"ok":true`) || resp.Header.Get("X-Upstream") != "" {
+			t.Fatalf("%s: %d %q, want the demo app's answer", step, resp.StatusCode, body)
+		}
+	}
+}

@@ -25,7 +25,6 @@ type state struct {
 	mw       *httplimit.Middleware
 	gateway  http.Handler // nil when the gateway is off
 	auth     http.Handler // the middleware around an "allowed" answer
-	upstream string
 
 	headers httplimit.Headers // the decision API's fields, as the middleware writes them
 
@@ -138,9 +137,8 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 	}
 	st.auth = st.mw.Wrap(http.HandlerFunc(allowed))
 	if g := cfg.Gateway; g != nil {
-		st.upstream = g.Upstream
 		target := g.Upstream
-		if target == config.Demo {
+		if target == config.Demo || s.demoOnly {
 			if s.demo == nil {
 				if s.demo, err = startDemo(s.logger); err != nil {
 					return nil, err

@@ -39,13 +39,14 @@ SIGTERM or SIGINT shut down gracefully within shutdown_timeout.`,
 				}
 				return err
 			}
+			var opts []server.Option
 			if demo {
 				if cfg.Gateway == nil {
 					return fmt.Errorf("--demo needs a gateway section in %s", file)
 				}
-				cfg.Gateway.Upstream = config.Demo
+				opts = append(opts, server.WithDemoUpstream())
 			}
-			return serve(cmdContext(cmd), cfg, !noWatch)
+			return serve(cmdContext(cmd), cfg, !noWatch, opts...)
 		},
 	}
 	c.Flags().StringVarP(&file, "config", "c", "floodgate.yaml", "configuration file")
@@ -54,10 +55,10 @@ SIGTERM or SIGINT shut down gracefully within shutdown_timeout.`,
 	return c
 }
 
-func serve(ctx context.Context, cfg *config.Config, watch bool) error {
+func serve(ctx context.Context, cfg *config.Config, watch bool, opts ...server.Option) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv, err := server.New(cfg)
+	srv, err := server.New(cfg, opts...)
 	if err != nil {
 		return err
 	}
