@@ -94,16 +94,6 @@ type Signal struct {
 	Ignored []error
 }
 
-// Exhausted reports whether some paced item has no quota left (r = 0).
-func (s *Signal) Exhausted() bool {
-	for _, it := range s.Items {
-		if it.Outlier == "" && it.KnownUnit && it.HasRemaining && it.Remaining == 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // ProblemType returns the problem type URI, or "".
 func (s *Signal) ProblemType() string {
 	if s.Problem == nil {

@@ -79,9 +79,6 @@ func TestWarningStory(t *testing.T) {
 			if mean < 0.95*tc.wantPerS || mean > 1.01*tc.wantPerS {
 				t.Errorf("mean %.1f/s, want about %g/s", mean, tc.wantPerS)
 			}
-			if float64(peak) > naive/10 {
-				t.Errorf("the aggregate follows r/t")
-			}
 		})
 	}
 }

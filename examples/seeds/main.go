@@ -55,8 +55,8 @@ func newHandler(store floodgate.Store) (http.Handler, error) {
 			{
 				Name: "ip", Pattern: "/",
 				Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
-				// The legacy and draft fields of the per-key limit below are the
-				// ones clients should follow; this guard stays silent.
+				// Under /api/ the per-key limit below sets the same fields
+				// again, so there clients see and follow the per-key quota.
 			},
 		},
 	})
