@@ -175,8 +175,16 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-// Trusted reports whether a (normalised) address is a trusted proxy.
-func (r *Resolver) Trusted(a netip.Addr) bool { return r.isTrusted(normalise(a)) }
+// Peer returns req's socket peer, normalised as client addresses are, and
+// whether it is a trusted proxy. The address is the zero Addr when
+// RemoteAddr holds none.
+func (r *Resolver) Peer(req *http.Request) (netip.Addr, bool) {
+	a, ok := parsePeer(req.RemoteAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return a, r.isTrusted(a)
+}
 
 // isTrusted is Trusted for an address already normalised.
 func (r *Resolver) isTrusted(a netip.Addr) bool {

@@ -164,8 +164,10 @@ func TestNewErrors(t *testing.T) {
 	}
 	r := mustNew(t, Config{TrustedProxies: []string{" 10.1.2.3/8 ", "::ffff:192.168.0.0/112", "2001:db8::1"}})
 	for a, want := range map[string]bool{"10.200.0.1": true, "192.168.7.7": true, "::ffff:192.168.7.7": true, "192.169.0.1": false, "2001:db8::1": true, "2001:db8::2": false} {
-		if got := r.Trusted(netip.MustParseAddr(a)); got != want {
-			t.Errorf("Trusted(%s) = %v", a, got)
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = netip.AddrPortFrom(netip.MustParseAddr(a), 1).String()
+		if _, got := r.Peer(req); got != want {
+			t.Errorf("Peer from %s: trusted = %v", a, got)
 		}
 	}
 	if XRealIP.String() != "X-Real-Ip" || Source(42).String() != "Source(42)" {

@@ -78,11 +78,13 @@ const imfLayout = "Mon, 02 Jan 2006 15:04:05 GMT"
 // and at least 1 (digest §4, H2): a client told "0" would retry at once into
 // the same throttle.
 func FormatRetryAfter(d time.Duration) string {
-	if d <= time.Second {
-		return "1"
-	}
-	return strconv.FormatInt(CeilSeconds(d), 10)
+	return strconv.FormatInt(Seconds(d), 10)
 }
+
+// Seconds is d in whole seconds, rounded up and at least 1: a Retry-After
+// delay, or a t or w of RateLimit (draft-11 §3), none of which may be 0
+// while a limit applies.
+func Seconds(d time.Duration) int64 { return max(1, CeilSeconds(d)) }
 
 // CeilSeconds is d in whole seconds, rounded up: the unit of Retry-After
 // (RFC 9110 §10.2.3) and of RateLimit's t and w (draft-11 §3).

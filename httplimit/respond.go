@@ -31,7 +31,7 @@ func PolicyField(policies []floodgate.Policy) (string, error) {
 	for i, p := range policies {
 		fields[i] = header.Policy{Name: p.Name, Quota: p.Quota, Unit: p.Unit.String()}
 		if p.Unit != floodgate.ConcurrentRequests {
-			fields[i].Window = windowSeconds(p.Window)
+			fields[i].Window = header.Seconds(p.Window)
 		}
 	}
 	return header.FormatPolicy(fields)
@@ -68,17 +68,15 @@ func (hw *Headers) Set(h http.Header, policyValue []string, results []floodgate.
 		ends[n], n = len(b), n+1
 	}
 	// The legacy fields and the warning speak of one policy: the denying
-	// one, or else the one closest to its limit.
-	r := results[0]
-	for _, c := range results[1:] {
-		if c.Remaining*r.Policy.Quota < r.Remaining*c.Policy.Quota {
-			r = c
-		}
-	}
+	// one (the decision's own), or else the one closest to its limit.
+	var r floodgate.Result
 	if denied != nil {
-		for _, dr := range denied.Results {
-			if dr.Policy.Name == denied.Policy.Name {
-				r = dr
+		r = floodgate.Result{Policy: denied.Policy, Remaining: denied.Remaining, ResetAfter: denied.ResetAfter, RetryAfter: denied.RetryAfter}
+	} else {
+		r = results[0]
+		for i := range results[1:] {
+			if c := &results[1+i]; c.Remaining*r.Policy.Quota < r.Remaining*c.Policy.Quota {
+				r = *c
 			}
 		}
 	}
@@ -126,10 +124,10 @@ func (hw *Headers) Set(h http.Header, policyValue []string, results []floodgate.
 // own).
 func EffectiveWindow(r floodgate.Result) int64 {
 	if !r.Allowed {
-		return max(1, header.CeilSeconds(r.RetryAfter))
+		return header.Seconds(r.RetryAfter)
 	}
-	t := max(1, header.CeilSeconds(r.ResetAfter))
-	if w := windowSeconds(r.Policy.Window); r.Remaining*w > t*r.Policy.Quota {
+	t := header.Seconds(r.ResetAfter)
+	if w := header.Seconds(r.Policy.Window); r.Remaining*w > t*r.Policy.Quota {
 		t = (r.Remaining*w + r.Policy.Quota - 1) / r.Policy.Quota
 	}
 	return t
@@ -139,7 +137,7 @@ func EffectiveWindow(r floodgate.Result) int64 {
 // seconds: rounded up, at least 1, and not before the end of any violated
 // policy's t (REQUIREMENTS H2, draft-11 §6).
 func RetryAfterSeconds(d *floodgate.Decision) int64 {
-	s := max(1, header.CeilSeconds(d.RetryAfter))
+	s := header.Seconds(d.RetryAfter)
 	for _, r := range d.Results {
 		if !r.Allowed {
 			s = max(s, EffectiveWindow(r))
@@ -168,7 +166,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 // block answers a key held by the Blocker: 429 with the
 // abnormal-usage-detected problem type (draft-11 §5).
 func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key string, ra time.Duration) {
-	secs := max(1, header.CeilSeconds(ra))
+	secs := header.Seconds(ra)
 	refusing(w.Header(), secs)
 	m.metrics.decision(ru.name, "", "blocked")
 	m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/header"
 )
 
 // rule is a Rule made ready to serve.
@@ -146,9 +145,4 @@ func (r *rule) limitsFor(p Plan) (*limits, error) {
 	}
 	r.plans.Store(p.Name, l)
 	return l, nil
-}
-
-// windowSeconds is w for RateLimit-Policy: whole seconds, at least 1.
-func windowSeconds(d time.Duration) int64 {
-	return max(1, header.CeilSeconds(d))
 }

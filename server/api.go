@@ -202,8 +202,6 @@ func checkKey(key string, maxLen int) *checkError {
 		return badRequest("key is required: the partition key to count under, e.g. a user ID")
 	case len(key) > maxLen:
 		return badRequest("key is %d bytes long, at most %d allowed (api.max_key_length)", len(key), maxLen)
-	case !utf8.ValidString(key):
-		return badRequest("key is not valid UTF-8")
 	case strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }):
 		// U+FFFD is what a JSON decoder makes of invalid UTF-8: two
 		// different byte strings would otherwise share one counter.
@@ -422,7 +420,7 @@ func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
 		b = append(b, `,"limit":`...)
 		b = strconv.AppendInt(b, r.Policy.Quota, 10)
 		b = append(b, `,"window":`...)
-		b = strconv.AppendInt(b, max(1, header.CeilSeconds(r.Policy.Window)), 10)
+		b = strconv.AppendInt(b, header.Seconds(r.Policy.Window), 10)
 		b = append(b, `,"unit":"`...)
 		b = append(b, r.Policy.Unit.String()...)
 		b = append(b, `","remaining":`...)
@@ -432,7 +430,7 @@ func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
 		b = append(b, `,"retry_after":`...)
 		var ra int64
 		if !r.Allowed {
-			ra = max(1, header.CeilSeconds(r.RetryAfter))
+			ra = header.Seconds(r.RetryAfter)
 		}
 		b = strconv.AppendInt(b, ra, 10)
 		b = append(b, '}')

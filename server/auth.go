@@ -19,8 +19,7 @@ import (
 // the client's own words, and the client would pick its own key (K2).
 func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request, nginx bool) {
 	st := s.state.Load()
-	peer, ok := peerAddr(r.RemoteAddr)
-	if !ok || !st.resolver.Trusted(peer) {
+	if _, trusted := st.resolver.Peer(r); !trusted {
 		status := http.StatusForbidden
 		if nginx {
 			status = http.StatusInternalServerError // 403 means "limited" to our nginx setup

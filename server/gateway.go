@@ -63,8 +63,8 @@ func (s *Server) newProxy(target *url.URL, g *config.Gateway, res *clientip.Reso
 // always carries the client address Floodgate keyed on.
 func setForwarded(pr *httputil.ProxyRequest, res *clientip.Resolver) {
 	in, out := pr.In, pr.Out
-	peer, ok := peerAddr(in.RemoteAddr)
-	trusted := ok && res.Trusted(peer)
+	peer, trusted := res.Peer(in)
+	ok := peer.IsValid()
 	var xff []string
 	if trusted {
 		for _, v := range in.Header.Values("X-Forwarded-For") {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -279,22 +278,11 @@ func keyPart(p config.KeyPart, id config.Identity, res *clientip.Resolver) httpl
 func trustedHeader(name string, res *clientip.Resolver) httplimit.KeyPart {
 	name = http.CanonicalHeaderKey(name)
 	return func(r *http.Request, _ httplimit.Info) string {
-		peer, ok := peerAddr(r.RemoteAddr)
-		if !ok || !res.Trusted(peer) {
+		if _, trusted := res.Peer(r); !trusted {
 			return ""
 		}
 		return r.Header.Get(name)
 	}
-}
-
-// peerAddr is the socket peer's address, normalised as client addresses
-// are (IPv4-mapped unmapped, zone dropped).
-func peerAddr(remote string) (netip.Addr, bool) {
-	if ap, err := netip.ParseAddrPort(remote); err == nil {
-		return ap.Addr().Unmap().WithZone(""), true
-	}
-	a, err := netip.ParseAddr(strings.Trim(remote, "[]"))
-	return a.Unmap().WithZone(""), err == nil
 }
 
 func sortedNames(m map[string]floodgate.Policy) []string { return slices.Sorted(maps.Keys(m)) }
