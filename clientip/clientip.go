@@ -145,8 +145,6 @@ func New(cfg Config) (*Resolver, error) {
 	return r, nil
 }
 
-// parsePrefix accepts a CIDR or a bare address, normalising IPv4-mapped
-// IPv6 to IPv4 so it matches the normalised peer.
 // ParsePrefix reads a CIDR ("10.0.0.0/8") or a single address as a
 // prefix, normalised the way client addresses are: IPv4-mapped IPv6 becomes
 // IPv4 (so "::ffff:10.0.0.0/104" is "10.0.0.0/8"), and zones are refused.

@@ -28,7 +28,7 @@
 // ErrInvalid (breaks a field rule).
 //
 // Formatting emits only the product's canonical forms (digest §4): names as
-// sf-strings, q and w always, qu only when not "requests", pk only when set;
+// sf-strings, q always, w when not zero (a concurrency policy has none), qu only when not "requests", pk only when set;
 // it rejects empty, non-printable or duplicate names and negative values.
 // Formatting is hand-written for speed (it runs on every response); the
 // tests check that the parser reads back exactly what it writes.

@@ -80,11 +80,9 @@ func loadVectors(t testing.TB) []vector {
 
 // TestVectors runs every vector of header-vectors.json (H4, C1).
 func TestVectors(t *testing.T) {
-	seen := 0
 	vs := loadVectors(t)
 	for _, v := range vs {
 		t.Run(v.ID, func(t *testing.T) {
-			seen++
 			var p vecParsed
 			if v.Valid {
 				if err := json.Unmarshal(v.Parsed, &p); err != nil {
@@ -182,8 +180,8 @@ func TestVectors(t *testing.T) {
 			}
 		})
 	}
-	if seen != len(vs) || seen < 90 {
-		t.Errorf("%d of %d vectors ran", seen, len(vs))
+	if len(vs) < 90 {
+		t.Errorf("only %d vectors read", len(vs))
 	}
 }
 

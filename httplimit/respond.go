@@ -210,8 +210,9 @@ func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *flo
 	)
 }
 
-// refusing sets what every refusal carries: Retry-After in whole seconds,
-// and Cache-Control: no-store (RFC 6585 §4: a 429 must not be cached).
+// refusing sets what a limit's refusal (429, or 503 under reduced
+// capacity) carries: Retry-After in whole seconds, and Cache-Control:
+// no-store (RFC 6585 §4: a 429 must not be cached).
 func refusing(h http.Header, secs int64) {
 	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	h["Cache-Control"] = []string{"no-store"}
