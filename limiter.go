@@ -22,7 +22,8 @@ const (
 	FailOpen
 	// FailToLocal limits with a local store and each policy's quota scaled
 	// by the configured share (e.g. 1/replicas), marking the Decision
-	// Degraded. Set with WithLocalFallback.
+	// Degraded. A cost larger than a scaled capacity is denied, with
+	// RetryAfter the store retry interval. Set with WithLocalFallback.
 	FailToLocal
 )
 
@@ -199,7 +200,17 @@ func (l *Limiter) fail(ctx context.Context, key string, cost int64, d Decision, 
 		d.Degraded = true
 		return d, nil
 	case FailToLocal:
-		if err := l.local.Take(ctx, key, cost, l.localPolicies, d.Results); err != nil {
+		err := l.local.Take(ctx, key, cost, l.localPolicies, d.Results)
+		if errors.Is(err, ErrCostExceedsQuota) {
+			// The cost fits the policies (checked above), only not this
+			// instance's share of them: refuse it until the store may be
+			// back, rather than call it impossible.
+			for i := range d.Results {
+				d.Results[i] = Result{RetryAfter: l.retryStore, ResetAfter: l.retryStore}
+			}
+			err = nil
+		}
+		if err != nil {
 			return d, err
 		}
 		l.finish(&d, l.localPolicies)

@@ -166,6 +166,11 @@ func TestFailureModes(t *testing.T) {
 		if admitted != 2 {
 			t.Fatalf("admitted %d locally, want 2", admitted)
 		}
+		// A cost of 3 fits the quota of 4 but not the local share of 2: a
+		// denial while the store is down, not ErrCostExceedsQuota.
+		if d, err := l.Take(ctx, "other", 3); err != nil || d.Allowed || !d.Degraded || d.RetryAfter != time.Hour {
+			t.Fatalf("cost 3 locally: %+v %v; want denied, degraded, retry after the store retry", d, err)
+		}
 		// Skipped while WithStoreRetry holds: only the first call reached the store.
 		if b.calls.Load() != 1 {
 			t.Fatalf("store called %d times, want 1", b.calls.Load())
