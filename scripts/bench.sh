@@ -3,8 +3,13 @@
 # side by side with golang.org/x/time/rate, ulule/limiter and
 # sethvargo/go-limiter), keeps the raw output in bench/bench.txt, prints
 # benchstat's summary with one column per limiter, then a table of ratios:
-# how many times faster (or smaller) Floodgate is than each peer, from the
-# medians. docs/BENCHMARKS.md explains the workloads and records figures.
+# how many times faster (or smaller) Floodgate is than each peer.
+# docs/BENCHMARKS.md explains the workloads and records figures.
+#
+# This machine's speed drifts by up to 2x within minutes, so the runs are
+# interleaved: the test binary runs COUNT times, each run taking every
+# contender of a workload once, back to back. A ratio is the median of the
+# ratios within each run, so a slow minute weighs on every contender alike.
 #
 # Environment: COUNT (default 6) runs per benchmark; BENCH (default: the
 # in-memory benchmarks) the -bench regexp; BENCHTIME passed as -benchtime
@@ -24,19 +29,27 @@ if ! command -v benchstat >/dev/null; then
   go install golang.org/x/perf/cmd/benchstat@latest
 fi
 
-args=(-run '^$' -bench "$BENCH" -benchmem -count "$COUNT")
-[[ -n ${BENCHTIME:-} ]] && args+=(-benchtime "$BENCHTIME")
-go test "${args[@]}" ./... | tee "$OUT"
+bin=$(mktemp)
+trap 'rm -f "$bin"' EXIT
+go test -c -o "$bin" .
+args=(-test.run '^$' -test.bench "$BENCH" -test.benchmem -test.count 1)
+[[ -n ${BENCHTIME:-} ]] && args+=(-test.benchtime "$BENCHTIME")
+: >"$OUT"
+for ((i = 1; i <= COUNT; i++)); do
+  echo "== run $i of $COUNT" >&2
+  "$bin" "${args[@]}" | tee -a "$OUT"
+done
 
 echo
 echo "== benchstat (columns: lib; 'vs base' compares with the first column)"
 benchstat -col /lib "$OUT"
 
-# Ratios from medians: peer ÷ Floodgate for ns/op (so > 1 means Floodgate
-# is faster; for the parallel workload it is the throughput ratio) and for
-# bytes/key (> 1 means Floodgate is smaller).
+# Ratios: peer ÷ Floodgate for ns/op (so > 1 means Floodgate is faster;
+# for the parallel workload it is the throughput ratio) and for bytes/key
+# (> 1 means Floodgate is smaller), taken within each run; the median of
+# those is shown.
 echo
-echo "== ratios (peer ÷ floodgate, medians of $COUNT runs; > 1 = floodgate better)"
+echo "== ratios (peer ÷ floodgate, median of the $COUNT runs' own ratios; > 1 = floodgate better)"
 awk '
   function median(list,    n, v, i, j, t) {
     n = split(list, v, " ")
@@ -54,6 +67,7 @@ awk '
       if ($(i+1) == "ns/op" || $(i+1) == "bytes/key" || $(i+1) == "allocs/op") {
         k = work SUBSEP lib SUBSEP $(i+1)
         vals[k] = vals[k] " " $i
+        run[k, ++runs[k]] = $i                    # the n-th value comes from run n
       }
     }
     if (!(work in seenw)) { seenw[work] = 1; works[++nw] = work }
@@ -78,8 +92,10 @@ awk '
         for (o = 1; o <= nours; o++) {
           ko = works[w] SUBSEP ours[o] SUBSEP unit
           if (!(ko in med)) continue
-          if (libs[i] ~ /^floodgate/) printf "  %16s", "-"
-          else printf "  %15.2fx", med[k] / med[ko]
+          if (libs[i] ~ /^floodgate/) { printf "  %16s", "-"; continue }
+          r = ""
+          for (n = 1; n <= runs[k] && n <= runs[ko]; n++) r = r " " run[k, n] / run[ko, n]
+          printf "  %15.2fx", median(r)
         }
         printf "\n"
       }
