@@ -177,7 +177,7 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 // whether it is a trusted proxy. The address is the zero Addr when
 // RemoteAddr holds none.
 func (r *Resolver) Peer(req *http.Request) (netip.Addr, bool) {
-	a, ok := parsePeer(req.RemoteAddr)
+	a, _, ok := parsePeer(req.RemoteAddr)
 	if !ok {
 		return netip.Addr{}, false
 	}
@@ -206,22 +206,30 @@ func (r *Resolver) isTrusted(a netip.Addr) bool {
 // The result is normalised: IPv4-mapped IPv6 becomes IPv4, zones and ports
 // are dropped. The only error is ErrNoPeer.
 func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
-	peer, ok := parsePeer(req.RemoteAddr)
+	a, _, err := r.clientIP(req)
+	return a, err
+}
+
+// clientIP is ClientIP, also returning the text the address was read
+// from, when it came from RemoteAddr: key can then return that text
+// instead of formatting a copy.
+func (r *Resolver) clientIP(req *http.Request) (netip.Addr, string, error) {
+	peer, text, ok := parsePeer(req.RemoteAddr)
 	if !ok {
-		return netip.Addr{}, ErrNoPeer
+		return netip.Addr{}, "", ErrNoPeer
 	}
 	if len(r.sources) == 0 || !r.isTrusted(peer) {
-		return peer, nil
+		return peer, text, nil
 	}
 	for _, s := range r.sources {
 		if len(req.Header[s.header]) > 0 { // the first source present decides
 			if a, ok := parseAddr(s.strat.ClientIP(req.Header, req.RemoteAddr)); ok {
-				return a, nil
+				return a, "", nil
 			}
 			break
 		}
 	}
-	return peer, nil
+	return peer, text, nil
 }
 
 // Key returns the rate-limit key for req: the client address, or with
@@ -229,17 +237,26 @@ func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
 // "" when ClientIP fails; callers must not use "" as a shared bucket by
 // accident.
 func (r *Resolver) Key(req *http.Request) string {
-	a, err := r.ClientIP(req)
-	if err != nil {
-		return ""
-	}
-	return r.key(a) // ClientIP's result is normalised
+	_, k, _ := r.ClientKey(req)
+	return k
 }
 
-// KeyFor returns the key of an address already resolved (see Key).
-func (r *Resolver) KeyFor(a netip.Addr) string { return r.key(normalise(a)) }
+// ClientKey returns both the client address of req (see ClientIP) and its
+// rate-limit key (see Key), resolving the address once. The only error is
+// ErrNoPeer, with a zero address and an empty key.
+func (r *Resolver) ClientKey(req *http.Request) (netip.Addr, string, error) {
+	a, text, err := r.clientIP(req)
+	if err != nil {
+		return a, "", err
+	}
+	return a, r.key(a, text), nil
+}
 
-func (r *Resolver) key(a netip.Addr) string {
+// key formats the key of a normalised address. When text, the form the
+// address was read in, is already that key (as net/http writes RemoteAddr
+// for an IPv4 peer), it is returned as it is, saving an allocation per
+// request.
+func (r *Resolver) key(a netip.Addr, text string) string {
 	// A stack buffer keeps this to the single allocation of the result.
 	var buf [64]byte
 	if r.v6bits > 0 && a.Is6() {
@@ -247,7 +264,11 @@ func (r *Resolver) key(a netip.Addr) string {
 			return string(p.AppendTo(buf[:0]))
 		}
 	}
-	return string(a.AppendTo(buf[:0]))
+	b := a.AppendTo(buf[:0])
+	if string(b) == text {
+		return text
+	}
+	return string(b)
 }
 
 func normalise(a netip.Addr) netip.Addr {
@@ -255,13 +276,19 @@ func normalise(a netip.Addr) netip.Addr {
 }
 
 // parsePeer reads RemoteAddr, which net/http sets to "ip:port"; a bare or
-// bracketed address is accepted too for hand-built requests.
-func parsePeer(s string) (netip.Addr, bool) {
+// bracketed address is accepted too for hand-built requests. text is the
+// address part of s, without port or brackets.
+func parsePeer(s string) (a netip.Addr, text string, ok bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		a := normalise(ap.Addr())
-		return a, !a.IsUnspecified()
+		text = s[:strings.LastIndexByte(s, ':')]
+		if len(text) > 1 && text[0] == '[' {
+			text = text[1 : len(text)-1]
+		}
+		return a, text, !a.IsUnspecified()
 	}
-	return parseAddr(s)
+	a, ok = parseAddr(s)
+	return a, "", ok
 }
 
 // parseAddr parses an address as produced by realclientip (which may keep

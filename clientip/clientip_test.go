@@ -137,11 +137,33 @@ func TestKey(t *testing.T) {
 		{g48, "[2001:db8:1:2::1]:1", "2001:db8:1::/48"},
 		{g64, "198.51.100.2:1", "198.51.100.2"},
 		{g64, "[::ffff:198.51.100.2]:1", "198.51.100.2"},
+		{plain, "[2001:DB8:0::1]:1", "2001:db8::1"},
+		{plain, "[fe80::1%eth0]:1", "fe80::1"},
+		{plain, "198.51.100.2", "198.51.100.2"},
+		{plain, "[2001:db8::1]", "2001:db8::1"},
 	}
 	for _, c := range cases {
 		if got := c.r.Key(request(c.peer)); got != c.want {
 			t.Errorf("Key(%s) = %q, want %q", c.peer, got, c.want)
 		}
+		a, k, err := c.r.ClientKey(request(c.peer))
+		if want, _ := c.r.ClientIP(request(c.peer)); err != nil || a != want || k != c.want {
+			t.Errorf("ClientKey(%s) = %v, %q, %v; want %v, %q", c.peer, a, k, err, want, c.want)
+		}
+	}
+}
+
+// TestClientKeyAllocs: an IPv4 peer's key is RemoteAddr's own text, so
+// resolving it allocates nothing; a trusted proxy's client is formatted.
+func TestClientKeyAllocs(t *testing.T) {
+	r := mustNew(t, Config{GroupIPv6: true, TrustedProxies: []string{"10.0.0.0/8"}})
+	req := request("198.51.100.2:40000")
+	if n := testing.AllocsPerRun(100, func() { r.ClientKey(req) }); n != 0 {
+		t.Errorf("IPv4 peer: %v allocations, want 0", n)
+	}
+	proxied := request("10.0.0.1:40000", "X-Forwarded-For", "203.0.113.9")
+	if _, k, _ := r.ClientKey(proxied); k != "203.0.113.9" {
+		t.Errorf("client behind a trusted proxy: key %q", k)
 	}
 }
 
@@ -206,8 +228,9 @@ func FuzzClientIP(f *testing.F) {
 		if got != peer && !inHeaders(got, xff, fwd, real, cf) {
 			t.Fatalf("%v is neither the peer nor in the headers", got)
 		}
-		if k := r.Key(req); k == "" {
-			t.Fatal("empty key")
+		a, k, err := r.ClientKey(req)
+		if err != nil || a != got || k == "" || k != r.key(got, "") {
+			t.Fatalf("ClientKey = %v, %q, %v; ClientIP gave %v, key %q", a, k, err, got, r.key(got, ""))
 		}
 	})
 }

@@ -336,8 +336,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	info := Info{Rule: ru.name, Route: ru.pattern.raw}
-	if a, err := m.resolver.ClientIP(r); err == nil {
-		info.ClientIP = m.resolver.KeyFor(a)
+	if a, k, err := m.resolver.ClientKey(r); err == nil {
+		info.ClientIP = k
 		if m.allowListed(a) {
 			m.metrics.bypass(ru.name, "cidr")
 			next.ServeHTTP(w, r)
