@@ -157,14 +157,18 @@ var contenders = []contender{
 	{"sethvargo", sethvargoStore},
 }
 
-// keys are the keys of every workload, "user:0" … "user:99999".
-var keys = func() []string {
+// manyKeyNames returns the keys of every workload, "user:0" … "user:99999",
+// built on first use: a package variable would
+// be live heap in every process of this test binary, including the helper
+// servers of scripts/bench-daemon.sh, whose garbage collection it would slow
+// down (a larger live heap means fewer collections).
+var manyKeyNames = sync.OnceValue(func() []string {
 	k := make([]string, manyKeys)
 	for i := range k {
 		k[i] = "user:" + strconv.Itoa(i)
 	}
 	return k
-}()
+})
 
 // start opens c and takes each of keys once, so that the timed loop
 // measures keys the limiter already holds, as in a steady state.
@@ -189,6 +193,7 @@ func start(b *testing.B, c contender, keys []string) func() takeFunc {
 func BenchmarkHotKey(b *testing.B) {
 	for _, c := range contenders {
 		b.Run("lib="+c.name, func(b *testing.B) {
+			keys := manyKeyNames()
 			take := start(b, c, keys[:1])()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -204,6 +209,7 @@ func BenchmarkHotKey(b *testing.B) {
 func BenchmarkManyKeys(b *testing.B) {
 	for _, c := range contenders {
 		b.Run("lib="+c.name, func(b *testing.B) {
+			keys := manyKeyNames()
 			take := start(b, c, keys)()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -223,6 +229,7 @@ func BenchmarkManyKeys(b *testing.B) {
 func BenchmarkManyKeysParallel(b *testing.B) {
 	for _, c := range contenders {
 		b.Run("lib="+c.name, func(b *testing.B) {
+			keys := manyKeyNames()
 			worker := start(b, c, keys)
 			var next atomic.Int64
 			b.ReportAllocs()
