@@ -21,6 +21,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,13 +40,14 @@ const (
 	redisConcurrency = 64 // goroutines of the parallel workloads
 )
 
-var redisKeyNames = func() []string {
+// redisKeyNames is built on first use, like manyKeyNames.
+var redisKeyNames = sync.OnceValue(func() []string {
 	k := make([]string, redisKeys)
 	for i := range k {
 		k[i] = "user:" + strconv.Itoa(i)
 	}
 	return k
-}()
+})
 
 // redisAddr is the server every Redis benchmark uses.
 func redisAddr(tb testing.TB) string {
@@ -135,6 +137,7 @@ var redisContenders = []redisContender{
 // BenchmarkRedis reports decisions/s with 64 concurrent goroutines
 // (Parallel64) and the latency of one goroutine (Single) for each limiter.
 func BenchmarkRedis(b *testing.B) {
+	names := redisKeyNames()
 	for _, c := range redisContenders {
 		b.Run("Parallel64/"+c.name, func(b *testing.B) {
 			take := c.open(b, newRedisClient(b))
@@ -146,7 +149,7 @@ func BenchmarkRedis(b *testing.B) {
 				i := next.Add(7919)
 				for pb.Next() {
 					i++
-					take(ctx, redisKeyNames[i%redisKeys])
+					take(ctx, names[i%redisKeys])
 				}
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
@@ -158,7 +161,7 @@ func BenchmarkRedis(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := range b.N {
-				take(ctx, redisKeyNames[i%redisKeys])
+				take(ctx, names[i%redisKeys])
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 		})

@@ -86,7 +86,7 @@ LUA
 # run NAME URL [wrk args...]: a 1 s warm-up, then the timed run; prints
 # requests/s and fails on any non-2xx answer or socket error.
 run() {
-  local name=$1 url=$2 out rps
+  local name=$1 url=$2 out rps p99
   shift 2
   wrk -t"$threads" -c"$conns" -d1s "$@" "$url" >/dev/null
   out=$(wrk -t"$threads" -c"$conns" -d"${dur}s" --latency "$@" "$url")
@@ -95,6 +95,7 @@ run() {
     die "$name: failed requests"
   fi
   rps=$(awk '/^Requests\/sec:/ {printf "%d", $2}' <<<"$out")
+  [[ -n $rps ]] || die "$name: wrk printed no result"
   p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
   printf '%s %s %s\n' "$name" "$rps" "$p99"
 }
@@ -102,20 +103,26 @@ run() {
 # This machine's speed drifts by up to 2x within minutes, so the runs
 # alternate over $rounds rounds and each figure is the median of its rounds;
 # the gateway's ratio is the median of the ratios of its pairs with the plain
-# proxy, each pair taken back to back.
+# proxy, each pair taken back to back, plain first in odd rounds and the
+# gateway first in even ones.
 echo "wrk -t$threads -c$conns -d${dur}s, $rounds rounds, on $(nproc) cores ($(uname -m)), $(go env GOVERSION)" >&2
 results=$(
   for ((i = 1; i <= rounds; i++)); do
     run upstream-direct "http://$up/api/items"     # the ceiling: a bare Go handler on this machine
-    run plain-reverseproxy "http://$plain/api/items"
-    run floodgate-gateway "http://$gw/api/items"
+    if ((i % 2)); then
+      run plain-reverseproxy "http://$plain/api/items"
+      run floodgate-gateway "http://$gw/api/items"
+    else
+      run floodgate-gateway "http://$gw/api/items"
+      run plain-reverseproxy "http://$plain/api/items"
+    fi
     run check-memory "http://$api/v1/check" -s "$work/check.lua"
     if [[ -n ${FLOODGATE_TEST_REDIS:-} ]]; then
       run check-redis "http://$apiredis/v1/check" -s "$work/check.lua"
     fi
   done
 )
-median() { sort -n | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%d\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+median() { sort -n | awk '{v[NR] = $1} END {if (!NR) exit; if (NR % 2) print v[(NR + 1) / 2]; else printf "%d\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 get() { awk -v n="$1" '$1 == n {print $2}' <<<"$results" | median; }
 printf '%-20s %12s   %s\n' run requests/s "each round (p99)"
 for name in upstream-direct plain-reverseproxy floodgate-gateway check-memory check-redis; do
@@ -126,7 +133,7 @@ done
 status=0
 ratio=$(paste <(awk '$1 == "floodgate-gateway" {print $2}' <<<"$results") <(awk '$1 == "plain-reverseproxy" {print $2}' <<<"$results") |
   awk '{printf "%.4f\n", $1 / $2}' | sort -n | awk '{v[NR] = $1} END {printf "%.2f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
-echo "gateway / plain proxy: ${ratio}x, median of $rounds pairs (target >= 0.90)"
+echo "gateway / plain proxy: ${ratio}x, median of $rounds pairs (target >= 0.90); ratio of the medians $(awk -v a="$(get floodgate-gateway)" -v b="$(get plain-reverseproxy)" 'BEGIN {printf "%.2f", a / b}')x"
 awk -v r="$ratio" 'BEGIN {exit !(r >= 0.9)}' || { echo "MISSED: gateway ratio" >&2; status=1; }
 (($(get check-memory) >= 30000)) || { echo "MISSED: check-memory < 30000/s" >&2; status=1; }
 if [[ -z $(get check-redis) ]]; then

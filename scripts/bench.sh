@@ -57,6 +57,7 @@ awk '
       for (j = i; j > 1 && v[j-1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
     return n % 2 ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2
   }
+  /^goos:/ { rn++ }                                # each run prints its own header
   /^Benchmark[^ \t]*\/lib=/ {
     name = $1
     sub(/^Benchmark/, "", name)
@@ -67,7 +68,7 @@ awk '
       if ($(i+1) == "ns/op" || $(i+1) == "bytes/key" || $(i+1) == "allocs/op") {
         k = work SUBSEP lib SUBSEP $(i+1)
         vals[k] = vals[k] " " $i
-        run[k, ++runs[k]] = $i                    # the n-th value comes from run n
+        run[k, rn] = $i
       }
     }
     if (!(work in seenw)) { seenw[work] = 1; works[++nw] = work }
@@ -94,7 +95,8 @@ awk '
           if (!(ko in med)) continue
           if (libs[i] ~ /^floodgate/) { printf "  %16s", "-"; continue }
           r = ""
-          for (n = 1; n <= runs[k] && n <= runs[ko]; n++) r = r " " run[k, n] / run[ko, n]
+          for (n = 1; n <= rn; n++)                # only runs that measured both
+            if ((k, n) in run && (ko, n) in run) r = r " " run[k, n] / run[ko, n]
           printf "  %15.2fx", median(r)
         }
         printf "\n"
