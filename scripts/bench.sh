@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../bench"
 
 COUNT=${COUNT:-6}
-BENCH=${BENCH:-'^Benchmark(HotKey|ManyKeys|ManyKeysParallel|Memory)$'}
+BENCH=${BENCH:-'^Benchmark(HotKey|ManyKeys|ManyKeysParallel|ManyKeysRandomParallel|Memory)$'}
 OUT=bench.txt
 
 gobin=$(go env GOBIN)
