@@ -257,7 +257,8 @@ func (s *Server) Start() error {
 	errorLog := slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)
 	for i, b := range binds {
 		var h http.Handler
-		if len(b.faces) == 1 && b.faces[0] == FaceGateway {
+		gateway := len(b.faces) == 1 && b.faces[0] == FaceGateway
+		if gateway {
 			h = http.HandlerFunc(s.serveGateway)
 		} else {
 			mux := http.NewServeMux()
@@ -267,6 +268,12 @@ func (s *Server) Start() error {
 			h = mux
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
+		if !gateway {
+			// The gateway streams request bodies of any length to the
+			// upstream; every other face reads small bodies, which a client
+			// must not be able to drip in forever.
+			srv.ReadTimeout = requestReadTimeout
+		}
 		s.servers = append(s.servers, srv)
 		go func(ln net.Listener) {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -277,6 +284,11 @@ func (s *Server) Start() error {
 	}
 	return nil
 }
+
+// requestReadTimeout bounds reading a whole request, headers and body, on
+// the decision API, forward-auth and admin listeners (a var so that tests
+// can shorten it).
+var requestReadTimeout = 30 * time.Second
 
 func (s *Server) route(mux *http.ServeMux, f Face) {
 	switch f {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -719,5 +720,29 @@ func TestDemoUpstreamSurvivesReload(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(body, `"ok":true`) || resp.Header.Get("X-Upstream") != "" {
 			t.Fatalf("%s: %d %q, want the demo app's answer", step, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestSlowBodyCutOff: a client that sends a decision request's headers
+// and then drips its body, or stops, is cut off after requestReadTimeout
+// instead of holding the connection for good.
+func TestSlowBodyCutOff(t *testing.T) {
+	defer func(d time.Duration) { requestReadTimeout = d }(requestReadTimeout)
+	requestReadTimeout = 300 * time.Millisecond
+	f := start(t, baseConfig)
+	c, err := net.Dial("tcp", f.srv.Addr(FaceAPI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	begun := time.Now()
+	fmt.Fprint(c, "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"key\":")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	reply, err := io.ReadAll(c)
+	if took := time.Since(begun); err != nil || took > 3*time.Second {
+		t.Fatalf("connection still open after %v (read error %v)", took, err)
+	}
+	if len(reply) > 0 && !strings.HasPrefix(string(reply), "HTTP/1.1 4") {
+		t.Errorf("answer to an unfinished body: %q", reply)
 	}
 }
