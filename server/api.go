@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -235,8 +236,26 @@ func (s *Server) selectSet(st *state, rule string, policies []string) (*limiterS
 
 // selectFromQuery reads ?rule= or ?policies=a,b; neither means every
 // policy.
+// selectFromQuery picks the limiters of a peek or reset from "rule" or
+// "policies" (comma-separated), or all policies when both are absent. Any
+// other parameter, a repeated or empty one, or a query that does not parse
+// is a 400: a misspelt "?rules=login" must not peek at, or reset, every
+// policy of the key.
 func (s *Server) selectFromQuery(st *state, r *http.Request) (*limiterSet, *checkError) {
-	q := r.URL.Query()
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("bad query: %v", err)
+	}
+	for name, vals := range q {
+		switch {
+		case name != "rule" && name != "policies":
+			return nil, badRequest("unknown query parameter %q (known: rule, policies)", name)
+		case len(vals) > 1:
+			return nil, badRequest("query parameter %q given %d times", name, len(vals))
+		case vals[0] == "":
+			return nil, badRequest("query parameter %q is empty", name)
+		}
+	}
 	rule := q.Get("rule")
 	var policies []string
 	if p := q.Get("policies"); p != "" {

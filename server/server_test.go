@@ -330,6 +330,27 @@ func TestAPIPeekSpendsNothing(t *testing.T) {
 	}
 }
 
+// TestAPIQueryStrict: a peek or reset with a query it does not know is
+// refused, not widened to every policy of the key.
+func TestAPIQueryStrict(t *testing.T) {
+	f := start(t, baseConfig)
+	for _, c := range []struct{ method, query, want string }{
+		{"GET", "rules=login", `unknown query parameter \"rules\"`},
+		{"GET", "policies=", `query parameter \"policies\" is empty`},
+		{"GET", "rule=login&rule=api", `query parameter \"rule\" given 2 times`},
+		{"GET", "rule=%zz", "bad query"},
+		{"DELETE", "polices=api", `unknown query parameter \"polices\"`},
+	} {
+		resp, body := testkit.Do(t, c.method, f.url(FaceAPI, "/v1/limits/k?"+c.query), "", "Authorization", "Bearer admin-secret")
+		if resp.StatusCode != 400 || !strings.Contains(body, c.want) {
+			t.Errorf("%s ?%s: %d %s", c.method, c.query, resp.StatusCode, body)
+		}
+	}
+	if resp, body := testkit.Do(t, "GET", f.url(FaceAPI, "/v1/limits/k?rule=api"), ""); resp.StatusCode != 200 {
+		t.Errorf("a good query: %d %s", resp.StatusCode, body)
+	}
+}
+
 func TestAPIBatch(t *testing.T) {
 	f := start(t, baseConfig)
 	resp, b := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), `[{"key":"a","rule":"api"},{"key":"a","rule":"nope"},{"key":"b","policies":["login"],"cost":3}]`)
