@@ -3,6 +3,7 @@ package floodgate
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -155,7 +156,10 @@ func (p Policy) Validate() error {
 	if err := validName(p.Name); err != nil {
 		return fmt.Errorf("%w: policy %q: %v", ErrInvalidPolicy, p.Name, err)
 	}
-	if p.Algorithm == 0 || int(p.Algorithm) >= len(algorithmNames) {
+	if p.Algorithm == 0 {
+		return fail("no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
+	}
+	if int(p.Algorithm) >= len(algorithmNames) {
 		return fail("unknown algorithm %d", p.Algorithm)
 	}
 	if int(p.Unit) >= len(unitNames) {
