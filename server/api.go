@@ -369,7 +369,54 @@ func decodeStrict(body []byte, v any) error {
 	if dec.More() {
 		return errors.New("body has more than one JSON value")
 	}
+	if name := repeatedField(body); name != "" {
+		return fmt.Errorf("field %q appears twice in one object; send it once", name)
+	}
 	return nil
+}
+
+// repeatedField returns the first member name that appears twice in one
+// object of body, a valid JSON value, or "". Names compare without regard
+// to case, as encoding/json matches them to fields: {"key":"a","KEY":"b"}
+// sets one field twice. encoding/json keeps the last value; a check whose
+// key depends on which value a reader keeps is refused instead.
+func repeatedField(body []byte) string {
+	type object struct {
+		names   map[string]bool
+		wantKey bool
+	}
+	var open []*object // nil entries are arrays
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				open = append(open, &object{names: map[string]bool{}, wantKey: true})
+				continue
+			case '[':
+				open = append(open, nil)
+				continue
+			}
+			open = open[:len(open)-1] // a '}' or ']' ends a value of the enclosing object
+		case string:
+			if n := len(open); n > 0 && open[n-1] != nil && open[n-1].wantKey {
+				name := strings.ToLower(t)
+				if open[n-1].names[name] {
+					return t
+				}
+				open[n-1].names[name], open[n-1].wantKey = true, false
+				continue
+			}
+		}
+		if n := len(open); n > 0 && open[n-1] != nil {
+			open[n-1].wantKey = true // a member's value ended
+		}
+	}
 }
 
 func typeName(t string) string {

@@ -330,6 +330,31 @@ func TestAPIPeekSpendsNothing(t *testing.T) {
 	}
 }
 
+// TestAPIRepeatedField: a check that names a field twice is refused,
+// whichever decoder reads it, however the name is cased.
+func TestAPIRepeatedField(t *testing.T) {
+	f := start(t, baseConfig)
+	for _, body := range []string{
+		`{"key":"a","key":"b","rule":"api"}`,
+		`{"key":"a","rule":"api","KEY":"b"}`,
+		`{"key":"a\u0041","rule":"api","rule":"api"}`,
+		`[{"key":"a","rule":"api"},{"key":"b","cost":1,"cost":2,"rule":"api"}]`,
+	} {
+		resp, got := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), body)
+		if resp.StatusCode != 400 || !strings.Contains(got, "appears twice in one object") {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, got)
+		}
+	}
+	for name, body := range map[string]string{
+		"nested arrays and objects": `{"key":"a","policies":["api","api"],"rule":""}`,
+		"same name in two objects":  `[{"key":"a","rule":"api"},{"key":"a","rule":"api"}]`,
+	} {
+		if got := repeatedField([]byte(body)); got != "" {
+			t.Errorf("%s: repeatedField = %q", name, got)
+		}
+	}
+}
+
 // TestAPIQueryStrict: a peek or reset with a query it does not know is
 // refused, not widened to every policy of the key.
 func TestAPIQueryStrict(t *testing.T) {

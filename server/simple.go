@@ -1,5 +1,7 @@
 package server
 
+import "slices"
+
 // parseSimple decodes the common shape of a check without reflection:
 // one flat JSON object whose strings hold printable ASCII without escapes,
 // with the fields of CheckRequest only. Anything else — escapes, non-ASCII,
@@ -7,6 +9,8 @@ package server
 // falls back to the strict decoder, which gives the same result or says
 // precisely what is wrong. The fast path was a large share of a check's
 // cost.
+var simpleFields = [...]string{"key", "rule", "cost", "policies"}
+
 func parseSimple(b []byte, req *CheckRequest) bool {
 	p := simpleParser{b: b}
 	if !p.consume('{') {
@@ -15,11 +19,17 @@ func parseSimple(b []byte, req *CheckRequest) bool {
 	if p.consume('}') {
 		return p.end()
 	}
+	var seen [4]bool // key, rule, cost, policies: a repeat goes to the strict decoder, which refuses it
 	for {
 		field, ok := p.str()
 		if !ok || !p.consume(':') {
 			return false
 		}
+		i := slices.Index(simpleFields[:], field)
+		if i < 0 || seen[i] {
+			return false
+		}
+		seen[i] = true
 		switch field {
 		case "key":
 			if req.Key, ok = p.str(); !ok {
