@@ -122,8 +122,9 @@ results=$(
     fi
   done
 )
-median() { sort -n | awk '{v[NR] = $1} END {if (!NR) exit; if (NR % 2) print v[(NR + 1) / 2]; else printf "%d\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-get() { awk -v n="$1" '$1 == n {print $2}' <<<"$results" | median; }
+# median reads one number a line and prints their median (nothing for none).
+median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+get() { awk -v n="$1" '$1 == n {print $2}' <<<"$results" | median | awk '{printf "%d\n", $1}'; }
 printf '%-20s %12s   %s\n' run requests/s "each round (p99)"
 for name in upstream-direct plain-reverseproxy floodgate-gateway check-memory check-redis; do
   each=$(awk -v n="$name" '$1 == n {printf "%s (%s)  ", $2, $3}' <<<"$results")
@@ -132,7 +133,7 @@ done
 
 status=0
 ratio=$(paste <(awk '$1 == "floodgate-gateway" {print $2}' <<<"$results") <(awk '$1 == "plain-reverseproxy" {print $2}' <<<"$results") |
-  awk '{printf "%.4f\n", $1 / $2}' | sort -n | awk '{v[NR] = $1} END {printf "%.2f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+  awk '{print $1 / $2}' | median | awk '{printf "%.2f", $1}')
 echo "gateway / plain proxy: ${ratio}x, median of $rounds pairs (target >= 0.90); ratio of the medians $(awk -v a="$(get floodgate-gateway)" -v b="$(get plain-reverseproxy)" 'BEGIN {printf "%.2f", a / b}')x"
 awk -v r="$ratio" 'BEGIN {exit !(r >= 0.9)}' || { echo "MISSED: gateway ratio" >&2; status=1; }
 (($(get check-memory) >= 30000)) || { echo "MISSED: check-memory < 30000/s" >&2; status=1; }

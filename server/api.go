@@ -234,8 +234,6 @@ func (s *Server) selectSet(st *state, rule string, policies []string) (*limiterS
 	return nil, badRequest("give rule (a configured rule's name) or policies (a list of policy names)")
 }
 
-// selectFromQuery reads ?rule= or ?policies=a,b; neither means every
-// policy.
 // selectFromQuery picks the limiters of a peek or reset from "rule" or
 // "policies" (comma-separated), or all policies when both are absent. Any
 // other parameter, a repeated or empty one, or a query that does not parse

@@ -9,8 +9,6 @@ import "slices"
 // falls back to the strict decoder, which gives the same result or says
 // precisely what is wrong. The fast path was a large share of a check's
 // cost.
-var simpleFields = [...]string{"key", "rule", "cost", "policies"}
-
 func parseSimple(b []byte, req *CheckRequest) bool {
 	p := simpleParser{b: b}
 	if !p.consume('{') {
@@ -19,7 +17,7 @@ func parseSimple(b []byte, req *CheckRequest) bool {
 	if p.consume('}') {
 		return p.end()
 	}
-	var seen [4]bool // key, rule, cost, policies: a repeat goes to the strict decoder, which refuses it
+	var seen [len(simpleFields)]bool // a repeat goes to the strict decoder, which refuses it
 	for {
 		field, ok := p.str()
 		if !ok || !p.consume(':') {
@@ -65,8 +63,6 @@ func parseSimple(b []byte, req *CheckRequest) bool {
 					}
 				}
 			}
-		default:
-			return false
 		}
 		if p.consume('}') {
 			return p.end()
@@ -76,6 +72,10 @@ func parseSimple(b []byte, req *CheckRequest) bool {
 		}
 	}
 }
+
+// simpleFields are the fields parseSimple reads, in the order of its seen
+// flags.
+var simpleFields = [...]string{"key", "rule", "cost", "policies"}
 
 type simpleParser struct {
 	b []byte
