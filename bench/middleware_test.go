@@ -52,6 +52,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		// the same three X-RateLimit-* fields as ulule, for equal work.
 		{"floodgate", newFloodgate(httplimit.Both)},
 		{"floodgate-legacy", newFloodgate(httplimit.Legacy)},
+		{"floodgate-none", newFloodgate(httplimit.None)},
 		{"ulule", ul.Handler(trivial)},
 	} {
 		b.Run(c.name, func(b *testing.B) {

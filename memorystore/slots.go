@@ -15,7 +15,7 @@ func (s *Store) Acquire(ctx context.Context, key string, p floodgate.Policy, lea
 		return nil, 0, false, err
 	}
 	sk := slotKey{key, p.Name}
-	sh := s.shard(key)
+	sh, _ := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.slots == nil {

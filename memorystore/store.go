@@ -3,7 +3,8 @@ package memorystore
 import (
 	"context"
 	"hash/maphash"
-	"strings"
+	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,7 @@ import (
 // concurrent use.
 type Store struct {
 	shards    []shard
-	mask      uint64
+	shift     uint8 // a key's shard is its hash's top bits: hash >> shift
 	seed      maphash.Seed
 	maxKeys   int64
 	keys      atomic.Int64     // keys held across all shards
@@ -29,15 +30,19 @@ type Store struct {
 	closeOnce sync.Once
 }
 
+// shard holds a share of the keys. Its lock serialises changes to its
+// table (new keys, removals, growth) and guards slots; deciding for a key
+// it holds needs only the key's entry lock (see table).
 type shard struct {
 	mu    sync.Mutex
-	m     map[string]*node
-	slots map[slotKey]int64 // in-flight counts, made on first use
-	_     [40]byte          // keep shards on separate cache lines
+	tab   atomic.Pointer[table] // nil until the first key
+	n     int                   // entries in tab
+	slots map[slotKey]int64     // in-flight counts, made on first use
+	_     [32]byte              // keep shards on separate cache lines
 }
 
-// node is one policy's state for one key; a key's nodes form a list. Its
-// size (64 bytes) sets most of the memory cost of a key.
+// node is one policy's state for one key: the first is part of the key's
+// entry, further ones form a list after it.
 type node struct {
 	exp   int64 // µs; after it the state equals the zero state
 	name  string
@@ -84,7 +89,7 @@ func New(opts ...Option) *Store {
 	}
 	s := &Store{
 		shards:  make([]shard, n),
-		mask:    uint64(n - 1),
+		shift:   uint8(64 - bits.TrailingZeros(uint(n))),
 		seed:    maphash.MakeSeed(),
 		maxKeys: int64(max(1, c.maxKeys)),
 		now:     c.now,
@@ -93,9 +98,6 @@ func New(opts ...Option) *Store {
 		done:    make(chan struct{}),
 	}
 	s.baseMicro = s.base.UnixMicro()
-	for i := range s.shards {
-		s.shards[i].m = make(map[string]*node)
-	}
 	if c.sweep > 0 {
 		go s.sweeper(c.sweep)
 	} else {
@@ -126,8 +128,11 @@ func (s *Store) nowMicro() int64 {
 	return s.now().UnixMicro()
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// shard returns key's shard and hash. The shard takes the hash's top bits
+// and the shard's table its bottom bits, so the two choices are independent.
+func (s *Store) shard(key string) (*shard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h>>s.shift], h
 }
 
 // Take implements floodgate.Store. It returns ErrInvalidCost or
@@ -142,36 +147,79 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 		return err
 	}
 	now := s.nowMicro()
-	sh := s.shard(key)
-	sh.mu.Lock()
-	// Deferred, so that a panic (an unvalidated policy dividing by zero,
-	// recovered by net/http) cannot leave the shard locked for good.
-	defer sh.mu.Unlock()
-	head := sh.m[key]
-	if len(policies) == 1 && head != nil && head.next == nil && head.log == nil && head.name == policies[0].Name {
-		// The common case, one policy on a key already held: decide and
-		// write in place, with nothing else on the way.
-		p := &policies[0]
-		if cost > p.Capacity() {
-			return floodgate.CheckCost(cost, policies)
-		}
-		if head.exp <= now {
-			head.state = algorithm.State{} // what an expired state equals
-		}
-		var r algorithm.Result
-		decide(&head.state, p, now, cost, &r)
-		if r.Allowed && cost > 0 {
-			head.exp = r.Expires
-		}
-		setResult(&results[0], r)
-		return nil
+	sh, hash := s.shard(key)
+	e, _ := sh.tab.Load().find(hash, key)
+	if e == nil {
+		return s.takeLocked(sh, hash, key, now, cost, policies, results)
 	}
-	return s.take(sh, head, key, now, cost, policies, results)
+	e.mu.Lock()
+	if e.dead { // removed since find: look again under the shard's lock
+		e.mu.Unlock()
+		return s.takeLocked(sh, hash, key, now, cost, policies, results)
+	}
+	// Deferred, so that a panic (an unvalidated policy dividing by zero,
+	// recovered by net/http) cannot leave the key locked for good.
+	defer e.mu.Unlock()
+	head := &e.first
+	if len(policies) != 1 || head.next != nil || head.log != nil || head.name != policies[0].Name {
+		return take(head, now, cost, policies, results)
+	}
+	// The common case, one policy on a key already held: decide and write
+	// in place, with nothing else on the way.
+	p := &policies[0]
+	if cost > p.Capacity() {
+		return floodgate.CheckCost(cost, policies)
+	}
+	if head.exp <= now {
+		head.state = algorithm.State{} // what an expired state equals
+	}
+	var r algorithm.Result
+	decide(&head.state, p, now, cost, &r)
+	if r.Allowed && cost > 0 {
+		head.exp = r.Expires
+	}
+	setResult(&results[0], r)
+	return nil
 }
 
-// take is Take for several policies, a new key or a sliding window log,
-// with sh's lock held.
-func (s *Store) take(sh *shard, head *node, key string, now, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
+// takeLocked is Take under the shard's lock: for a key that is new, or
+// that Take missed while the table changed.
+func (s *Store) takeLocked(sh *shard, hash uint64, key string, now, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.tab.Load()
+	if e, _ := t.find(hash, key); e != nil {
+		// Live, for removals need sh.mu; Take missed it while t changed.
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return take(&e.first, now, cost, policies, results)
+	}
+	var fresh node
+	if err := take(&fresh, now, cost, policies, results); err != nil || fresh.name == "" {
+		return err // nothing to remember: denied, a peek, or an error
+	}
+	// The bound is global, so unevenly filled shards waste nothing; the
+	// victim comes from this shard, whose lock is held. An empty shard
+	// cannot give one, so the bound may be passed by at most the number of
+	// shards.
+	if s.keys.Load() >= s.maxKeys && sh.n > 0 {
+		s.evict(sh, t, now)
+	}
+	if (sh.n+1)*4 > t.size()*3 { // keep the load at most 3/4
+		t = t.rehash(max(minSlots, 2*t.size()))
+		sh.tab.Store(t)
+	}
+	t.place(newEntry(hash, key, fresh))
+	sh.n++
+	s.keys.Add(1)
+	return nil
+}
+
+// take decides cost for policies on a key's list of states, head, and if
+// every policy admits it, charges it (Take has a shortcut for one policy). A
+// policy without a state gets one: head itself while it is unused (no name),
+// else a node after it.
+func take(head *node, now, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
 	var buf [4]pending
 	pend := buf[:0]
 	if len(policies) > len(buf) {
@@ -218,13 +266,17 @@ func (s *Store) take(sh *shard, head *node, key string, now, cost int64, policie
 	if cost == 0 {
 		return nil
 	}
-	isNew, grown := head == nil, false
 	for i := range policies {
 		p := &policies[i]
 		n := find(head, p.Name)
-		if n == nil {
-			n = &node{name: p.Name, next: head}
-			head, grown = n, true
+		switch {
+		case n != nil:
+		case head.name == "":
+			n = head
+			n.name = p.Name
+		default:
+			n = &node{name: p.Name, next: head.next}
+			head.next = n
 		}
 		n.exp = pend[i].exp
 		if p.Algorithm == floodgate.SlidingWindowLog {
@@ -235,20 +287,6 @@ func (s *Store) take(sh *shard, head *node, key string, now, cost int64, policie
 			continue
 		}
 		n.state = pend[i].state
-	}
-	if isNew {
-		// The bound is global, so unevenly filled shards waste nothing;
-		// the victim comes from this shard, whose lock is held. An empty
-		// shard cannot give one, so the bound may be passed by at most
-		// the number of shards.
-		if s.keys.Load() >= s.maxKeys && len(sh.m) > 0 {
-			s.evict(sh, now)
-		}
-		s.keys.Add(1)
-		// A copy, so the map never pins a caller's larger buffer.
-		sh.m[strings.Clone(key)] = head
-	} else if grown {
-		sh.m[key] = head
 	}
 	return nil
 }
@@ -303,27 +341,43 @@ func expiry(n *node) int64 {
 	return exp
 }
 
-// evict removes one key from a full shard: an expired one if the sample
-// holds one, else the sampled key that expires first. Map iteration starts
-// at a random place, which makes the sample random.
-func (s *Store) evict(sh *shard, now int64) {
+// evict removes one key from sh (whose lock is held, and whose table is
+// t): an expired one if the sample holds one, else the sampled key that
+// expires first. The sample is the keys that follow a random slot.
+func (s *Store) evict(sh *shard, t *table, now int64) {
 	const samples = 8
-	var victim string
-	best, seen := int64(0), 0
-	for k, n := range sh.m {
-		exp := expiry(n)
-		if seen == 0 || exp < best {
-			victim, best = k, exp
+	mask := len(t.slots) - 1
+	var victim *entry
+	at, best, seen := -1, int64(0), 0
+	for i := rand.IntN(len(t.slots)); seen < min(samples, sh.n); i = (i + 1) & mask {
+		e := t.slots[i].Load()
+		if e == nil {
+			continue
 		}
-		if seen++; seen == samples || exp <= now {
+		e.mu.Lock()
+		exp := expiry(&e.first)
+		e.mu.Unlock()
+		if seen == 0 || exp < best {
+			victim, at, best = e, i, exp
+		}
+		if seen++; exp <= now {
 			break
 		}
 	}
-	delete(sh.m, victim)
-	s.keys.Add(-1)
+	victim.mu.Lock()
+	victim.dead = true
+	victim.mu.Unlock()
+	s.drop(sh, t, at)
 	if best > now {
 		s.evictions.Add(1)
 	}
+}
+
+// drop removes the (dead) entry in slot i of sh's table t.
+func (s *Store) drop(sh *shard, t *table, i int) {
+	t.remove(i)
+	sh.n--
+	s.keys.Add(-1)
 }
 
 // Reset implements floodgate.Store: it forgets key's state under policies.
@@ -331,30 +385,34 @@ func (s *Store) Reset(ctx context.Context, key string, policies []floodgate.Poli
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	sh := s.shard(key)
+	sh, hash := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	head := sh.m[key]
+	t := sh.tab.Load()
+	e, i := t.find(hash, key)
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, p := range policies {
 		var prev *node
-		for n := head; n != nil; prev, n = n, n.next {
-			if n.name == p.Name {
-				if prev == nil {
-					head = n.next
-				} else {
-					prev.next = n.next
-				}
-				break
+		for n := &e.first; n != nil; prev, n = n, n.next {
+			if n.name != p.Name {
+				continue
 			}
+			switch {
+			case prev != nil:
+				prev.next = n.next
+			case n.next != nil:
+				e.first = *n.next
+			default: // the key's last state
+				e.dead = true
+				s.drop(sh, t, i)
+				return nil
+			}
+			break
 		}
-	}
-	if head == nil {
-		if _, held := sh.m[key]; held {
-			delete(sh.m, key)
-			s.keys.Add(-1)
-		}
-	} else {
-		sh.m[key] = head
 	}
 	return nil
 }
@@ -373,6 +431,14 @@ func (s *Store) sweeper(every time.Duration) {
 	}
 }
 
+// expire marks e dead if all its states have expired.
+func (e *entry) expire(now int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.dead = expiry(&e.first) <= now
+	return e.dead
+}
+
 // Sweep drops every expired key now; the sweeper calls it periodically.
 // It holds one shard's lock at a time.
 func (s *Store) Sweep() {
@@ -380,11 +446,24 @@ func (s *Store) Sweep() {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		now := s.nowMicro() // the clock expiries were set with
-		for k, n := range sh.m {
-			if expiry(n) <= now {
-				delete(sh.m, k)
-				s.keys.Add(-1)
+		t := sh.tab.Load()
+		// remove changes only slots from i onwards, so after a removal
+		// slot i is looked at again and no key is skipped.
+		for i := 0; t != nil && i < len(t.slots); {
+			if e := t.slots[i].Load(); e != nil && e.expire(now) {
+				s.drop(sh, t, i)
+				continue
 			}
+			i++
+		}
+		// Shrink a table left at most 1/8 full, so that a burst of keys
+		// that has since expired does not keep its slots.
+		if t != nil && len(t.slots) > minSlots && sh.n*8 <= len(t.slots) {
+			size := len(t.slots)
+			for size > minSlots && sh.n*8 <= size {
+				size /= 2
+			}
+			sh.tab.Store(t.rehash(size))
 		}
 		sh.mu.Unlock()
 	}

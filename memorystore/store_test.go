@@ -2,6 +2,9 @@ package memorystore_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,5 +49,143 @@ func TestPanicUnlocks(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the shard stayed locked after a panic")
+	}
+}
+
+// TestNoLostDecisions: decisions for held keys take no shard lock, so they
+// race the table's changes: growth, and removals by Sweep and Reset, which
+// shift entries within the table. None of that may lose or split a key's
+// state: each hot key admits exactly its quota while churn keys come and go
+// in the same (single) shard.
+func TestNoLostDecisions(t *testing.T) {
+	var clock atomic.Int64 // µs since fixedClock
+	now := func() time.Time {
+		return time.Unix(1_700_000_000, 0).Add(time.Duration(clock.Load()) * time.Microsecond)
+	}
+	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(1), memorystore.WithSweepInterval(0))
+	defer st.Close()
+	ctx := context.Background()
+	const quota, hotKeys, workers, tries = 500, 8, 8, 2000
+	hot := []floodgate.Policy{{Name: "hot", Algorithm: floodgate.FixedWindow, Quota: quota, Window: time.Hour}}
+	churn := []floodgate.Policy{{Name: "churn", Algorithm: floodgate.GCRA, Quota: 1, Window: time.Millisecond}}
+
+	var admitted [hotKeys]atomic.Int64
+	var wg, churners sync.WaitGroup
+	stop := make(chan struct{})
+	churners.Add(2)
+	go func() { // new keys: growth; Reset and an advancing clock: removals
+		defer churners.Done()
+		res := make([]floodgate.Result, 1)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := "churn:" + strconv.Itoa(i)
+			if err := st.Take(ctx, k, 1, churn, res); err != nil {
+				t.Error(err)
+				return
+			}
+			if i%3 == 0 {
+				st.Reset(ctx, k, churn)
+			}
+			clock.Add(100)
+		}
+	}()
+	go func() {
+		defer churners.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				st.Sweep()
+			}
+		}
+	}()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]floodgate.Result, 1)
+			for i := range tries * hotKeys {
+				k := (i + w) % hotKeys
+				if err := st.Take(ctx, "hot:"+strconv.Itoa(k), 1, hot, res); err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	churners.Wait()
+	for k := range admitted {
+		if got := admitted[k].Load(); got != quota {
+			t.Errorf("hot:%d admitted %d of %d tries, want exactly %d", k, got, workers*tries, quota)
+		}
+	}
+}
+
+// TestSweepRace: a decision that finds a key's entry just as Sweep removes
+// it (its state expired) must not charge the removed entry, where the
+// charge would be lost and the next request admitted again. Each round
+// starts a new window and lets several goroutines race for a quota of one
+// while Sweep runs without pause.
+func TestSweepRace(t *testing.T) {
+	var clock atomic.Int64 // µs since fixedClock
+	now := func() time.Time {
+		return time.Unix(1_700_000_000, 0).Add(time.Duration(clock.Load()) * time.Microsecond)
+	}
+	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(1), memorystore.WithSweepInterval(0))
+	defer st.Close()
+	ctx := context.Background()
+	one := []floodgate.Policy{{Name: "one", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Second}}
+	stop := make(chan struct{})
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				st.Sweep()
+			}
+		}
+	}()
+	defer func() { close(stop); <-swept }()
+	rounds := 3000
+	if testing.Short() || raceEnabled() {
+		rounds = 500
+	}
+	for round := range rounds {
+		clock.Add(2_000_000) // a new window: the key's state has expired
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res := make([]floodgate.Result, 1)
+				for range 4 {
+					if err := st.Take(ctx, "k", 1, one, res); err != nil {
+						t.Error(err)
+						return
+					}
+					if res[0].Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if n := admitted.Load(); n != 1 {
+			t.Fatalf("round %d: %d requests admitted under a quota of 1", round, n)
+		}
 	}
 }
