@@ -52,6 +52,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		// the same three X-RateLimit-* fields as ulule, for equal work.
 		{"floodgate", newFloodgate(httplimit.Both)},
 		{"floodgate-legacy", newFloodgate(httplimit.Legacy)},
+		// No fields: what the rule, the client key and the decision cost.
 		{"floodgate-none", newFloodgate(httplimit.None)},
 		{"ulule", ul.Handler(trivial)},
 	} {
