@@ -260,8 +260,8 @@ type Middleware struct {
 
 // New validates cfg and builds the Middleware. Errors name the rule and
 // what is wrong: a bad pattern, an invalid policy (wrapping
-// floodgate.ErrInvalidPolicy), or ConcurrentRequests policies over a store
-// without slots.
+// floodgate.ErrInvalidPolicy), one policy name given two different
+// definitions, or ConcurrentRequests policies over a store without slots.
 func New(cfg Config) (*Middleware, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("httplimit: no store")
@@ -302,6 +302,9 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		m.skip = append(m.skip, p)
 	}
+	if err := sameDefinitions(cfg.Rules); err != nil {
+		return nil, err
+	}
 	for i := range cfg.Rules {
 		r, err := newRule(cfg.Rules[i], cfg.Store, cfg.Local, m.logger)
 		if err != nil {
@@ -310,6 +313,49 @@ func New(cfg Config) (*Middleware, error) {
 		m.rules = append(m.rules, r)
 	}
 	return m, nil
+}
+
+// sameDefinitions checks that rules giving a policy the same name define it
+// alike. A store keeps a key's state per policy name, so two rules sharing
+// a key and a policy name share its quota, which is how two routes are given
+// one budget; with different definitions, one rule would read the other's
+// state under its own algorithm and quota.
+func sameDefinitions(rules []Rule) error {
+	type def struct {
+		p    floodgate.Policy
+		rule string
+	}
+	seen := map[string]def{}
+	for _, r := range rules {
+		name := r.Name
+		if name == "" {
+			name = r.Pattern
+		}
+		for _, p := range r.Policies {
+			d, ok := seen[p.Name]
+			if !ok {
+				seen[p.Name] = def{p, name}
+				continue
+			}
+			if d.p != p {
+				return fmt.Errorf("httplimit: %w: policy %q is defined differently by rules %q (%s) and %q (%s); policies with one name share their state, so give each its own name",
+					floodgate.ErrInvalidPolicy, p.Name, d.rule, describe(d.p), name, describe(p))
+			}
+		}
+	}
+	return nil
+}
+
+// describe names a policy's settings for an error message.
+func describe(p floodgate.Policy) string {
+	s := fmt.Sprintf("%s %d per %s", p.Algorithm, p.Quota, p.Window)
+	if p.Burst > 0 {
+		s += fmt.Sprintf(" burst %d", p.Burst)
+	}
+	if p.Unit != floodgate.Requests {
+		s += " " + p.Unit.String()
+	}
+	return s
 }
 
 // Wrap returns next behind the rate limits.

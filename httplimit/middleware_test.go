@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -467,6 +468,37 @@ func TestContentBytes(t *testing.T) {
 	go func() { pw.Write([]byte(strings.Repeat("y", 700))); pw.Close() }()
 	if resp := post(pr); resp.StatusCode != 413 {
 		t.Fatalf("streamed 700 bytes over the 400 left: %d", resp.StatusCode)
+	}
+}
+
+// TestSharedPolicyName: rules that name one policy alike share its budget
+// for a key (two routes, one quota); rules that give one name two
+// definitions are refused, since the store keeps state per name.
+func TestSharedPolicyName(t *testing.T) {
+	shared := policy("shared", floodgate.FixedWindow, 3, time.Minute)
+	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{
+		{Pattern: "/a", Policies: []floodgate.Policy{shared}},
+		{Pattern: "/b", Policies: []floodgate.Policy{shared}},
+	}}, ok)
+	for i, path := range []string{"/a", "/b", "/a"} {
+		if resp := do(t, "GET", srv.URL+path); resp.StatusCode != 200 {
+			t.Fatalf("request %d (%s): %d, want 200", i+1, path, resp.StatusCode)
+		}
+	}
+	if resp := do(t, "GET", srv.URL+"/b"); resp.StatusCode != 429 {
+		t.Fatalf("4th request across /a and /b: %d, want 429 (one budget of 3)", resp.StatusCode)
+	}
+
+	st := memorystore.New()
+	defer st.Close()
+	other := shared
+	other.Algorithm = floodgate.GCRA
+	_, err := httplimit.New(httplimit.Config{Store: st, Rules: []httplimit.Rule{
+		{Name: "first", Pattern: "/a", Policies: []floodgate.Policy{shared}},
+		{Name: "second", Pattern: "/b", Policies: []floodgate.Policy{other}},
+	}})
+	if !errors.Is(err, floodgate.ErrInvalidPolicy) || !strings.Contains(err.Error(), `policy "shared" is defined differently by rules "first" (fixed-window 3 per 1m0s) and "second" (gcra 3 per 1m0s)`) {
+		t.Fatalf("New with two definitions of one name: %v", err)
 	}
 }
 
