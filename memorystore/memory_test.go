@@ -130,6 +130,20 @@ func TestMaxKeys(t *testing.T) {
 	}
 }
 
+// TestMaxKeysSmall: with a small MaxKeys the store has fewer shards, so
+// the bound holds closely (a new key into an empty shard cannot evict, so it
+// may be passed by at most the number of shards, MaxKeys/64 or fewer).
+func TestMaxKeysSmall(t *testing.T) {
+	for _, maxKeys := range []int{1, 10, 100, 1000} {
+		st := memorystore.New(memorystore.WithClock(fixedClock), memorystore.WithSweepInterval(0), memorystore.WithMaxKeys(maxKeys))
+		fill(t, st, []floodgate.Policy{benchPolicy(floodgate.GCRA)}, 20*maxKeys+300)
+		if n, limit := st.Len(), maxKeys+maxKeys/64; n > limit || n < maxKeys {
+			t.Errorf("MaxKeys %d: Len() = %d after %d keys, want %d..%d", maxKeys, n, 20*maxKeys+300, maxKeys, limit)
+		}
+		st.Close()
+	}
+}
+
 // BenchmarkMemory reports the heap cost of one million live keys under one
 // policy, in bytes/key (HeapAlloc growth after runtime.GC, divided by the
 // key count). Each iteration builds a fresh store.

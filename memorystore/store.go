@@ -62,11 +62,13 @@ type config struct {
 }
 
 // WithMaxKeys bounds the number of keys held (default 1,048,576). A new key
-// beyond it evicts one (see Evictions).
+// beyond it evicts one (see Evictions). A new key whose shard holds no key
+// has nothing to evict, so the bound can be passed by at most the number of
+// shards, which by default is at most MaxKeys/64 (1.6 %).
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithShards sets the number of shards, rounded up to a power of two
-// (default 256).
+// (default 256, or fewer when MaxKeys is below 16,384: MaxKeys/64).
 func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
 // WithSweepInterval sets how often expired keys are swept (default 30 s;
@@ -79,9 +81,12 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 
 // New returns a Store. Call Close to stop its sweeper.
 func New(opts ...Option) *Store {
-	c := config{maxKeys: 1 << 20, shards: 256, sweep: 30 * time.Second}
+	c := config{maxKeys: 1 << 20, sweep: 30 * time.Second}
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.shards <= 0 { // the largest power of two within both bounds
+		c.shards = 1 << (bits.Len(uint(min(256, max(1, c.maxKeys/64)))) - 1)
 	}
 	n := 1
 	for n < c.shards {

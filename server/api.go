@@ -364,8 +364,10 @@ func decodeStrict(body []byte, v any) error {
 		}
 		return fmt.Errorf("body: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	if dec.More() {
-		return errors.New("body has more than one JSON value")
+	// More would miss a stray ] or } after the value: it reports only
+	// whether another value could start there.
+	if rest := bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return fmt.Errorf("body has data after its JSON value, at byte %d", len(body)-len(rest))
 	}
 	if name := repeatedField(body); name != "" {
 		return fmt.Errorf("field %q appears twice in one object; send it once", name)

@@ -265,7 +265,13 @@ func (s *Server) Start() error {
 			for _, f := range b.faces {
 				s.route(mux, f)
 			}
-			h = mux
+			// A web page the operator visits could otherwise make the
+			// browser POST a check (spending a key's quota), a reset or a
+			// reload to a listener on loopback: a browser's cross-origin
+			// POST needs no preflight when sent as text/plain. Requests
+			// without Sec-Fetch-Site or Origin (services, curl, proxies)
+			// pass.
+			h = http.NewCrossOriginProtection().Handler(mux)
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
 		if !gateway {

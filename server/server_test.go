@@ -416,7 +416,10 @@ func TestAPIBadRequests(t *testing.T) {
 		{`{"key":"a","rule":"api","cost":-3}`, `cost must be within 1..1000000 (api.max_cost), got -3; peek with GET /v1/limits/{key}`},
 		{`{"key":"a","rule":"api","cost":99999999999}`, `cost must be within 1..1000000 (api.max_cost), got 99999999999; peek with GET /v1/limits/{key}`},
 		{`{"key":"a","rule":"api","cost":6}`, `cost exceeds quota: cost 6, policy \"api\" admits at most 5 at once`},
-		{`{"key":"a","rule":"api"} {}`, `body has more than one JSON value`},
+		{`{"key":"a","rule":"api"} {}`, `body has data after its JSON value, at byte 25`},
+		{`{"key":"a","rule":"api"}]garbage`, `body has data after its JSON value, at byte 24`},
+		{`{"key":"a","rule":"api"}}`, `body has data after its JSON value, at byte 24`},
+		{`[{"key":"a","rule":"api"}]] trailing`, `body has data after its JSON value, at byte 26`},
 		{`42`, `the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON number`},
 		{`[{"key":"a","rule":"api"},5]`, `the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON number`},
 		{`{"key":"a","rule":"api","cost":1e2}`, `field \"cost\": want a whole number written in digits, such as 5, got 1e2`},
@@ -429,6 +432,25 @@ func TestAPIBadRequests(t *testing.T) {
 		if resp.StatusCode != 400 || body != want || resp.Header.Get("Content-Type") != header.ProblemContentType {
 			t.Errorf("body %q:\n got %d %s\nwant 400 %s", tc.body, resp.StatusCode, body, want)
 		}
+	}
+}
+
+// TestCrossOriginRefused: a browser's cross-origin POST, which a page can
+// send as text/plain without a preflight, cannot spend a key's quota on the
+// decision API; a service's request (no Sec-Fetch-Site, no Origin) can.
+func TestCrossOriginRefused(t *testing.T) {
+	f := start(t, baseConfig)
+	url := f.url(FaceAPI, "/v1/check")
+	body := `{"key":"csrf","rule":"api"}`
+	if resp, got := testkit.Do(t, "POST", url, body, "Content-Type", "text/plain", "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"); resp.StatusCode != 403 {
+		t.Fatalf("cross-site POST: %d %s, want 403", resp.StatusCode, got)
+	}
+	if resp, got := testkit.Do(t, "POST", url, body, "Origin", "https://evil.example"); resp.StatusCode != 403 {
+		t.Fatalf("POST with a foreign Origin: %d %s, want 403", resp.StatusCode, got)
+	}
+	resp, got := testkit.Do(t, "POST", url, body)
+	if resp.StatusCode != 200 || !strings.Contains(got, `"remaining":4`) {
+		t.Fatalf("service POST after the refused ones: %d %s, want 200 with remaining 4 (nothing spent by them)", resp.StatusCode, got)
 	}
 }
 
