@@ -72,7 +72,8 @@ func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
 // WithSweepInterval sets how often expired keys are swept (default 30 s;
-// 0 or less disables the sweeper, leaving lazy expiry and eviction).
+// 0 or less disables the sweeper: expired keys are then treated as new
+// when they return, and dropped only by eviction or Sweep).
 func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.sweep = d } }
 
 // WithClock sets the store's clock (default time.Now); tests inject one for
@@ -167,7 +168,8 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	defer e.mu.Unlock()
 	head := &e.first
 	if len(policies) != 1 || head.next != nil || head.log != nil || head.name != policies[0].Name {
-		return take(head, now, cost, policies, results)
+		_, err := take(head, false, now, cost, policies, results)
+		return err
 	}
 	// The common case, one policy on a key already held: decide and write
 	// in place, with nothing else on the way.
@@ -197,10 +199,11 @@ func (s *Store) takeLocked(sh *shard, hash uint64, key string, now, cost int64, 
 		// Live, for removals need sh.mu; Take missed it while t changed.
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return take(&e.first, now, cost, policies, results)
+		_, err := take(&e.first, false, now, cost, policies, results)
+		return err
 	}
 	var fresh node
-	if err := take(&fresh, now, cost, policies, results); err != nil || fresh.name == "" {
+	if charged, err := take(&fresh, true, now, cost, policies, results); err != nil || !charged {
 		return err // nothing to remember: denied, a peek, or an error
 	}
 	// The bound is global, so unevenly filled shards waste nothing; the
@@ -221,10 +224,11 @@ func (s *Store) takeLocked(sh *shard, hash uint64, key string, now, cost int64, 
 }
 
 // take decides cost for policies on a key's list of states, head, and if
-// every policy admits it, charges it (Take has a shortcut for one policy). A
-// policy without a state gets one: head itself while it is unused (no name),
-// else a node after it.
-func take(head *node, now, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
+// every policy admits it, charges it, reporting whether it did (Take has a
+// shortcut for one policy). unused says that head holds no state yet, for
+// a new key. A policy without a state gets one: head itself while it is
+// unused, else a node after it.
+func take(head *node, unused bool, now, cost int64, policies []floodgate.Policy, results []floodgate.Result) (charged bool, err error) {
 	var buf [4]pending
 	pend := buf[:0]
 	if len(policies) > len(buf) {
@@ -234,9 +238,12 @@ func take(head *node, now, cost int64, policies []floodgate.Policy, results []fl
 	for i := range policies {
 		p := &policies[i]
 		if cost > p.Capacity() {
-			return floodgate.CheckCost(cost, policies)
+			return false, floodgate.CheckCost(cost, policies)
 		}
-		n := find(head, p.Name)
+		var n *node
+		if !unused {
+			n = find(head, p.Name)
+		}
 		var st algorithm.State
 		var r algorithm.Result
 		if p.Algorithm == floodgate.SlidingWindowLog {
@@ -266,18 +273,21 @@ func take(head *node, now, cost int64, policies []floodgate.Policy, results []fl
 				results[i].Remaining += cost
 			}
 		}
-		return nil
+		return false, nil
 	}
 	if cost == 0 {
-		return nil
+		return false, nil
 	}
 	for i := range policies {
 		p := &policies[i]
-		n := find(head, p.Name)
+		var n *node
+		if !unused {
+			n = find(head, p.Name)
+		}
 		switch {
 		case n != nil:
-		case head.name == "":
-			n = head
+		case unused:
+			n, unused = head, false
 			n.name = p.Name
 		default:
 			n = &node{name: p.Name, next: head.next}
@@ -293,7 +303,7 @@ func take(head *node, now, cost int64, policies []floodgate.Policy, results []fl
 		}
 		n.state = pend[i].state
 	}
-	return nil
+	return true, nil
 }
 
 // decide runs p's algorithm on *st, writing r, and updates *st if it
@@ -370,6 +380,7 @@ func (s *Store) evict(sh *shard, t *table, now int64) {
 		}
 	}
 	victim.mu.Lock()
+	best = expiry(&victim.first) // a Take may have charged it since it was sampled
 	victim.dead = true
 	victim.mu.Unlock()
 	s.drop(sh, t, at)
@@ -436,24 +447,29 @@ func (s *Store) sweeper(every time.Duration) {
 	}
 }
 
-// expire marks e dead if all its states have expired.
+// expire marks e dead if all its states have expired, and reports whether
+// it did.
 func (e *entry) expire(now int64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.dead = expiry(&e.first) <= now
+	if expiry(&e.first) <= now {
+		e.dead = true
+	}
 	return e.dead
 }
 
 // Sweep drops every expired key now; the sweeper calls it periodically.
 // It holds one shard's lock at a time.
 func (s *Store) Sweep() {
-	for i := range s.shards {
-		sh := &s.shards[i]
+	for k := range s.shards {
+		sh := &s.shards[k]
 		sh.mu.Lock()
 		now := s.nowMicro() // the clock expiries were set with
 		t := sh.tab.Load()
-		// remove changes only slots from i onwards, so after a removal
-		// slot i is looked at again and no key is skipped.
+		// A removal at i refills slot i from later in its probe run, so
+		// slot i is looked at again. Near the table's end that run may
+		// wrap, bringing an entry already looked at from the start: it is
+		// looked at twice, which is harmless, and none is skipped.
 		for i := 0; t != nil && i < len(t.slots); {
 			if e := t.slots[i].Load(); e != nil && e.expire(now) {
 				s.drop(sh, t, i)

@@ -189,3 +189,54 @@ func TestSweepRace(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepDropsAll: Sweep drops every expired key and keeps every live one,
+// removals shifting entries under its scan included.
+func TestSweepDropsAll(t *testing.T) {
+	var clock atomic.Int64 // µs since fixedClock
+	now := func() time.Time { return time.Unix(1_700_000_000, 0).Add(time.Duration(clock.Load()) * time.Microsecond) }
+	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(2), memorystore.WithSweepInterval(0))
+	defer st.Close()
+	ctx := context.Background()
+	short := []floodgate.Policy{{Name: "short", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Second}}
+	long := []floodgate.Policy{{Name: "long", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Hour}}
+	res := make([]floodgate.Result, 1)
+	for i := range 5000 {
+		p := short
+		if i%7 == 0 {
+			p = long
+		}
+		if err := st.Take(ctx, "k"+strconv.Itoa(i), 1, p, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Add(2_000_000) // the short windows have ended, the long ones not
+	st.Sweep()
+	if n, want := st.Len(), (5000+6)/7; n != want {
+		t.Fatalf("Len() = %d after Sweep, want %d (the live keys)", n, want)
+	}
+	for i := 0; i < 5000; i += 7 { // still held: spent, so denied
+		if st.Take(ctx, "k"+strconv.Itoa(i), 1, long, res); res[0].Allowed {
+			t.Fatalf("k%d was admitted again: Sweep dropped a live key", i)
+		}
+	}
+}
+
+// TestUnnamedPolicy: the store does not validate policies (the Limiter
+// does), and a policy without a name is still a policy.
+func TestUnnamedPolicy(t *testing.T) {
+	st := memorystore.New(memorystore.WithSweepInterval(0))
+	defer st.Close()
+	ctx := context.Background()
+	res := make([]floodgate.Result, 2)
+	one := []floodgate.Policy{{Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Hour}}
+	two := append(one, floodgate.Policy{Name: "b", Algorithm: floodgate.FixedWindow, Quota: 5, Window: time.Hour})
+	for _, ps := range [][]floodgate.Policy{one, two} {
+		key := "k" + strconv.Itoa(len(ps))
+		for i, want := range []bool{true, false, false} {
+			if err := st.Take(ctx, key, 1, ps, res); err != nil || res[0].Allowed != want {
+				t.Fatalf("%d policies, take %d: allowed %v, %v; want %v", len(ps), i+1, res[0].Allowed, err, want)
+			}
+		}
+	}
+}

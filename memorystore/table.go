@@ -104,8 +104,8 @@ func (t *table) place(e *entry) {
 }
 
 // remove empties slot i, moving back each following entry of the probe run
-// that would otherwise become unreachable. Only slots from i onwards (in
-// probe order) change, which lets a scan delete as it goes (see Sweep).
+// that would otherwise become unreachable. Only slots from i onwards, in
+// probe order (which wraps at the end), change.
 func (t *table) remove(i int) {
 	mask := len(t.slots) - 1
 	hole := i

@@ -7,9 +7,9 @@ import (
 )
 
 // TestTableRandomOps plays random inserts and removals against a Go map.
-// Hashes are drawn from a narrow range so that probe runs are long, collide
-// and wrap around the end of the table, where backward-shift deletion is
-// easiest to get wrong.
+// Homes are drawn from the last 16 slots of the table, whatever its size,
+// so that probe runs are long, collide and wrap around the table's end,
+// where backward-shift deletion is easiest to get wrong.
 func TestTableRandomOps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var tab *table
@@ -19,7 +19,7 @@ func TestTableRandomOps(t *testing.T) {
 		key := "k" + strconv.Itoa(rng.IntN(300))
 		hash, held := want[key]
 		if !held {
-			hash = uint64(rng.IntN(16)) | uint64(rng.IntN(4))<<62 // homes 0..15, and wrapping runs
+			hash = ^uint64(rng.IntN(16)) // low bits all ones but the last four: the table's last slots
 		}
 		e, i := tab.find(hash, key)
 		if (e != nil) != held {
@@ -74,5 +74,28 @@ func TestEntryKey(t *testing.T) {
 		if e.is(8, key) || e.is(7, key+"x") || (key != "" && e.is(7, key[1:])) {
 			t.Errorf("%q: entry matches another key or hash", key)
 		}
+	}
+}
+
+// TestTableRemoveAcrossEnd: a probe run that wraps past the table's last
+// slot closes up when its first entry is removed.
+func TestTableRemoveAcrossEnd(t *testing.T) {
+	tab := (*table)(nil).rehash(16)
+	const home = ^uint64(0) // slot 15 in a table of 16
+	for i := range 5 {
+		tab.place(newEntry(home, "k"+strconv.Itoa(i), node{})) // slots 15, 0, 1, 2, 3
+	}
+	if _, i := tab.find(home, "k4"); i != 3 {
+		t.Fatalf("k4 at slot %d, want 3 (the run wraps)", i)
+	}
+	_, i := tab.find(home, "k0")
+	tab.remove(i)
+	for j, want := range []int{15, 0, 1, 2} { // k1..k4, each moved back one slot
+		if _, got := tab.find(home, "k"+strconv.Itoa(j+1)); got != want {
+			t.Fatalf("k%d at slot %d after the removal, want %d", j+1, got, want)
+		}
+	}
+	if tab.slots[3].Load() != nil {
+		t.Fatal("slot 3 still occupied after the run closed up")
 	}
 }
