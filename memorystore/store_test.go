@@ -194,7 +194,9 @@ func TestSweepRace(t *testing.T) {
 // removals shifting entries under its scan included.
 func TestSweepDropsAll(t *testing.T) {
 	var clock atomic.Int64 // µs since fixedClock
-	now := func() time.Time { return time.Unix(1_700_000_000, 0).Add(time.Duration(clock.Load()) * time.Microsecond) }
+	now := func() time.Time {
+		return time.Unix(1_700_000_000, 0).Add(time.Duration(clock.Load()) * time.Microsecond)
+	}
 	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(2), memorystore.WithSweepInterval(0))
 	defer st.Close()
 	ctx := context.Background()
