@@ -115,7 +115,7 @@ func (s *Server) countCheck(d floodgate.Decision) {
 func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *state, body []byte) {
 	var reqs []CheckRequest
 	if err := decodeStrict(body, &reqs); err != nil {
-		writeProblem(w, http.StatusBadRequest, "Bad Request", err.Error())
+		writeProblem(w, http.StatusBadRequest, "Bad Request", batchError(body, err).Error())
 		return
 	}
 	if n := st.cfg.API.MaxBatch; len(reqs) > n {
@@ -333,6 +333,23 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, st *state) b
 		return false
 	}
 	return true
+}
+
+// batchError says which check of a batch err, the batch's decoding error,
+// comes from, when the array itself is well formed: a batch is refused
+// whole for one malformed check, and the caller should not have to search.
+func batchError(body []byte, err error) error {
+	var elems []json.RawMessage
+	if json.Unmarshal(body, &elems) != nil {
+		return err
+	}
+	for i, e := range elems {
+		var req CheckRequest
+		if eerr := decodeStrict(e, &req); eerr != nil {
+			return fmt.Errorf("check %d of %d: %w", i+1, len(elems), eerr)
+		}
+	}
+	return err
 }
 
 // decodeStrict decodes one JSON value, refusing unknown fields and
