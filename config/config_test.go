@@ -133,6 +133,7 @@ func TestParseErrors(t *testing.T) {
 		{"not utf-8", minimal + "policies: {p\xff\xfe: {quota: 1, window: 1s}}\n", "f.yaml:2: not valid UTF-8 (byte 0xff); save the file as UTF-8"},
 		{"int out of range", minimal + "policies: {a: {quota: 99999999999999999999, window: 1s}}\n", "f.yaml:2: policies.a.quota: 99999999999999999999 is out of range (at most 9223372036854775807)"},
 		{"duration out of range", minimal + "policies: {a: {quota: 1, window: 100000000h}}\n", `f.yaml:2: policies.a.window: duration "100000000h" is out of range (at most about 292 years)`},
+		{"unreachable rule", minimal + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n  - {match: POST /login, policies: a}\n", `f.yaml:5: rules[1].match: never reached: rules[0] (match "/") comes first and matches every request this rule does; the first matching rule wins, so put the narrower rule first`},
 		{"dup rule name", minimal + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {name: x, match: /a, policies: a}\n  - {name: x, match: /b, policies: a}\n", `f.yaml:5: rules[1].name: rule name "x" is also rules[0]'s; names must be unique (they label metrics and the decision API)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

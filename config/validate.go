@@ -414,6 +414,13 @@ func (v *validator) rules() {
 			v.fail(f, "match is required, e.g. match: \"POST /login\"")
 		} else if err := httplimit.ValidPattern(r.Match); err != nil {
 			v.fail(f+".match", "%v", err)
+		} else {
+			for k := range i {
+				if httplimit.Covers(c.Rules[k].Match, r.Match) {
+					v.fail(f+".match", "never reached: rules[%d] (match %q) comes first and matches every request this rule does; the first matching rule wins, so put the narrower rule first", k, c.Rules[k].Match)
+					break
+				}
+			}
 		}
 		if r.Name == "" {
 			r.Name = r.Match

@@ -37,6 +37,55 @@ func ValidPattern(s string) error {
 	return err
 }
 
+// Covers reports whether pattern a matches every request that pattern b
+// matches, so that a rule with pattern b placed after one with pattern a can
+// never be reached (the first matching rule wins). It errs towards false:
+// it may miss a pair that covers (never the other way), and it is false
+// when either pattern is invalid.
+func Covers(a, b string) bool {
+	pa, err := parsePattern(a)
+	if err != nil {
+		return false
+	}
+	pb, err := parsePattern(b)
+	if err != nil {
+		return false
+	}
+	return pa.covers(pb)
+}
+
+func (p *pattern) covers(q *pattern) bool {
+	switch {
+	case p.method == "" || strings.EqualFold(p.method, q.method):
+	case p.method == http.MethodGet && strings.EqualFold(q.method, http.MethodHead):
+	default:
+		return false
+	}
+	if p.host != "" && !strings.EqualFold(p.host, q.host) {
+		return false
+	}
+	if p.dir && len(p.segs) == 0 {
+		return true
+	}
+	if len(q.segs) < len(p.segs) {
+		return false
+	}
+	for i, s := range p.segs {
+		if !s.wild && (q.segs[i].wild || !strings.EqualFold(s.lit, q.segs[i].lit)) {
+			return false
+		}
+	}
+	same := len(q.segs) == len(p.segs)
+	switch {
+	case p.dir: // p: the segments, "/", anything
+		return !same || q.dir || q.end
+	case p.end: // p: the segments and "/"
+		return same && q.end
+	default: // p: the segments, with or without a "/"
+		return same && !q.dir
+	}
+}
+
 func parsePattern(s string) (*pattern, error) {
 	p := &pattern{raw: s}
 	rest := s

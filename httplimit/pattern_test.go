@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"testing"
 )
@@ -74,6 +75,69 @@ func TestHostAndMethodKeys(t *testing.T) {
 		}
 		if got := Method()(r, Info{}); got != "PATCH" {
 			t.Errorf("Method() = %q, want PATCH", got)
+		}
+	}
+}
+
+func TestCovers(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"/", "POST /login", true},
+		{"/", "/", true},
+		{"api.example.com/", "/x", false},
+		{"POST /login", "POST /login", true},
+		{"POST /login", "/login", false},
+		{"/login", "POST /login", true},
+		{"GET /items/{id}", "HEAD /items/42", true},
+		{"HEAD /items/{id}", "GET /items/42", false},
+		{"/api/", "/api/v1/users", true},
+		{"/api/", "/api/{$}", true},
+		{"/api/", "/api", false},
+		{"/api/{rest...}", "/api/", true},
+		{"/items/{id}", "/items/42", true},
+		{"/items/42", "/items/{id}", false},
+		{"/items/{id}", "/items/{id}/", false},
+		{"/a/{$}", "/a/", false},
+		{"/a/{$}", "/a/{$}", true},
+		{"/a", "/a/{$}", true},
+		{"/a", "/A", true},
+		{"/a", "/b", false},
+		{"bad", "/", false},
+	} {
+		if got := Covers(tc.a, tc.b); got != tc.want {
+			t.Errorf("Covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestCoversSound: whenever Covers says a covers b, every request of a
+// sample that b matches, a matches too.
+func TestCoversSound(t *testing.T) {
+	patterns := []string{"/", "/login", "POST /login", "GET /login", "/api/", "/api/{$}", "/api/{id}",
+		"/api/{id}/", "/api/{rest...}", "GET /api/v1", "/api/v1", "/API/V1/", "h.example/", "h.example/api/", "/{x}", "/{x}/{y}"}
+	var reqs []*http.Request
+	for _, m := range []string{"GET", "HEAD", "POST"} {
+		for _, host := range []string{"h.example", "other.example"} {
+			for _, p := range []string{"/", "/login", "/login/", "/api", "/api/", "/api/v1", "/api/v1/", "/api/v1/x", "/x/y", "/x/y/z"} {
+				r := httptest.NewRequest(m, "http://"+host+p, nil)
+				reqs = append(reqs, r)
+			}
+		}
+	}
+	for _, a := range patterns {
+		pa, _ := parsePattern(a)
+		for _, b := range patterns {
+			if !Covers(a, b) {
+				continue
+			}
+			pb, _ := parsePattern(b)
+			for _, r := range reqs {
+				if pb.match(r) && !pa.match(r) {
+					t.Errorf("Covers(%q, %q), but %s %s%s matches only %q", a, b, r.Method, r.Host, r.URL.Path, b)
+				}
+			}
 		}
 	}
 }
