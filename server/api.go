@@ -358,6 +358,9 @@ func decodeStrict(body []byte, v any) error {
 	if len(body) == 0 {
 		return errors.New("empty body: send a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}")
 	}
+	if string(bytes.TrimRight(body, " \t\r\n")) == "null" { // which Decode takes as no change
+		return errors.New("the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON null")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

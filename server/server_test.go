@@ -420,6 +420,7 @@ func TestAPIBadRequests(t *testing.T) {
 		{`{"key":"a","rule":"api"}]garbage`, `body has data after its JSON value, at byte 24`},
 		{`{"key":"a","rule":"api"}}`, `body has data after its JSON value, at byte 24`},
 		{`[{"key":"a","rule":"api"}]] trailing`, `body has data after its JSON value, at byte 26`},
+		{`null`, `the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON null`},
 		{`42`, `the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON number`},
 		{`[{"key":"a","rule":"api"},5]`, `check 2 of 2: the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON number`},
 		{`[{"key":"a","rule":"api"},{"key":"b","rule":"api","bogus":1}]`, `check 2 of 2: body: unknown field \"bogus\"`},
