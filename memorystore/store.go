@@ -152,9 +152,11 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	now := s.nowMicro()
 	sh, hash := s.shard(key)
 	e, _ := sh.tab.Load().find(hash, key)
+	// Read after find, so that the processor reads the clock while the
+	// entry's cache lines are still on their way.
+	now := s.nowMicro()
 	if e == nil {
 		return s.takeLocked(sh, hash, key, now, cost, policies, results)
 	}
