@@ -154,8 +154,9 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	}
 	sh, hash := s.shard(key)
 	e, _ := sh.tab.Load().find(hash, key)
-	// Read after find, so that the processor reads the clock while the
-	// entry's cache lines are still on their way.
+	// The clock is read after find: its counter read is fenced (the vDSO
+	// keeps later loads from starting before it), so read first it held
+	// back the lookup's cache misses, which are here already under way.
 	now := s.nowMicro()
 	if e == nil {
 		return s.takeLocked(sh, hash, key, now, cost, policies, results)
