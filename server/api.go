@@ -74,13 +74,14 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "Bad Request", "reading the body: "+err.Error())
 		return
 	}
-	body = bytes.TrimLeft(body, " \t\r\n")
-	if len(body) > 0 && body[0] == '[' {
+	// The decoders get the body as sent, so that the byte offsets in their
+	// errors count from its start.
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
 		s.checkBatch(w, r.Context(), st, body)
 		return
 	}
 	var req CheckRequest
-	if !parseSimple(body, &req) {
+	if !parseSimple(bytes.TrimLeft(body, " \t\r\n"), &req) {
 		req = CheckRequest{}
 		if err := decodeStrict(body, &req); err != nil {
 			s.m.checkErrors.Inc()
@@ -113,8 +114,12 @@ func (s *Server) countCheck(d floodgate.Decision) {
 // checkBatch answers an array of checks with an array of decisions, each
 // in place of its check; a refused check gets {"error": problem} instead.
 func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *state, body []byte) {
-	var reqs []CheckRequest
-	if err := decodeStrict(body, &reqs); err != nil {
+	var reqs []*CheckRequest // pointers, so that a null check shows
+	err := decodeStrict(body, &reqs)
+	if err == nil && slices.Contains(reqs, nil) {
+		err = errors.New("a batch holds a null")
+	}
+	if err != nil {
 		writeProblem(w, http.StatusBadRequest, "Bad Request", batchError(body, err).Error())
 		return
 	}
@@ -137,7 +142,7 @@ func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *stat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, answers[i].d, answers[i].err = s.check(ctx, st, &reqs[i])
+			_, answers[i].d, answers[i].err = s.check(ctx, st, reqs[i])
 		}()
 	}
 	wg.Wait()
@@ -338,6 +343,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, st *state) b
 // batchError says which check of a batch err, the batch's decoding error,
 // comes from, when the array itself is well formed: a batch is refused
 // whole for one malformed check, and the caller should not have to search.
+// Offsets in the check's error count from the check's start.
 func batchError(body []byte, err error) error {
 	var elems []json.RawMessage
 	if json.Unmarshal(body, &elems) != nil {
@@ -345,21 +351,30 @@ func batchError(body []byte, err error) error {
 	}
 	for i, e := range elems {
 		var req CheckRequest
-		if eerr := decodeStrict(e, &req); eerr != nil {
+		if eerr := decodeValue(e, &req, "check"); eerr != nil {
 			return fmt.Errorf("check %d of %d: %w", i+1, len(elems), eerr)
 		}
 	}
 	return err
 }
 
-// decodeStrict decodes one JSON value, refusing unknown fields and
-// trailing data, with messages that say where the problem is.
-func decodeStrict(body []byte, v any) error {
-	if len(body) == 0 {
+// decodeStrict decodes a request body, one JSON value, refusing unknown
+// fields and trailing data, with messages that say where the problem is.
+func decodeStrict(body []byte, v any) error { return decodeValue(body, v, "body") }
+
+// decodeValue is decodeStrict for a body or for one check of a batch
+// (what: "body" or "check"), which its messages name.
+func decodeValue(body []byte, v any, what string) error {
+	const ws = " \t\r\n"
+	shape := "the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them"
+	if what != "body" {
+		shape = "a check must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}"
+	}
+	if len(bytes.TrimLeft(body, ws)) == 0 {
 		return errors.New("empty body: send a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}")
 	}
-	if string(bytes.TrimRight(body, " \t\r\n")) == "null" { // which Decode takes as no change
-		return errors.New("the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON null")
+	if string(bytes.Trim(body, ws)) == "null" { // which Decode takes as no change
+		return fmt.Errorf("%s; got a JSON null", shape)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -368,9 +383,9 @@ func decodeStrict(body []byte, v any) error {
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &syn):
-			return fmt.Errorf("body is not valid JSON at byte %d: %v", syn.Offset, err)
+			return fmt.Errorf("%s is not valid JSON at byte %d: %v", what, syn.Offset, err)
 		case errors.As(err, &typ) && typ.Field == "":
-			return fmt.Errorf("the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON %s", typ.Value)
+			return fmt.Errorf("%s; got a JSON %s", shape, typ.Value)
 		case errors.As(err, &typ) && strings.HasSuffix(typ.Type.String(), "int64") && strings.HasPrefix(typ.Value, "number "):
 			n := strings.TrimPrefix(typ.Value, "number ")
 			if strings.Trim(n, "-0123456789") == "" {
@@ -380,14 +395,18 @@ func decodeStrict(body []byte, v any) error {
 		case errors.As(err, &typ):
 			return fmt.Errorf("field %q: want %s, got a JSON %s", typ.Field, typeName(typ.Type.String()), typ.Value)
 		case errors.Is(err, io.ErrUnexpectedEOF):
-			return errors.New("body is not valid JSON: it ends too early")
+			return fmt.Errorf("%s is not valid JSON: it ends too early", what)
 		}
-		return fmt.Errorf("body: %s", strings.TrimPrefix(err.Error(), "json: "))
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		if what == "body" {
+			return fmt.Errorf("body: %s", msg)
+		}
+		return errors.New(msg) // the caller names the check
 	}
 	// More would miss a stray ] or } after the value: it reports only
 	// whether another value could start there.
-	if rest := bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return fmt.Errorf("body has data after its JSON value, at byte %d", len(body)-len(rest))
+	if rest := bytes.TrimLeft(body[dec.InputOffset():], ws); len(rest) > 0 {
+		return fmt.Errorf("%s has data after its JSON value, at byte %d", what, len(body)-len(rest))
 	}
 	if name := repeatedField(body); name != "" {
 		return fmt.Errorf("field %q appears twice in one object; send it once", name)

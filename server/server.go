@@ -266,12 +266,17 @@ func (s *Server) Start() error {
 				s.route(mux, f)
 			}
 			// A web page the operator visits could otherwise make the
-			// browser POST a check (spending a key's quota), a reset or a
-			// reload to a listener on loopback: a browser's cross-origin
-			// POST needs no preflight when sent as text/plain. Requests
-			// without Sec-Fetch-Site or Origin (services, curl, proxies)
-			// pass.
-			h = http.NewCrossOriginProtection().Handler(mux)
+			// browser POST a check to a listener on loopback, spending a
+			// key's quota: a cross-origin POST sent as text/plain needs no
+			// preflight. Requests without Sec-Fetch-Site or Origin
+			// (services, curl) pass. Forward-auth is exempt: proxies pass
+			// the browser's own headers on, and Traefik may keep the
+			// original method, so the app's legitimate cross-site POSTs
+			// would be refused.
+			cop := http.NewCrossOriginProtection()
+			cop.AddInsecureBypassPattern("/v1/auth")
+			cop.AddInsecureBypassPattern("/v1/auth/nginx")
+			h = cop.Handler(mux)
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
 		if !gateway {

@@ -422,8 +422,12 @@ func TestAPIBadRequests(t *testing.T) {
 		{`[{"key":"a","rule":"api"}]] trailing`, `body has data after its JSON value, at byte 26`},
 		{`null`, `the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON null`},
 		{`42`, `the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON number`},
-		{`[{"key":"a","rule":"api"},5]`, `check 2 of 2: the body must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}, or an array of them; got a JSON number`},
-		{`[{"key":"a","rule":"api"},{"key":"b","rule":"api","bogus":1}]`, `check 2 of 2: body: unknown field \"bogus\"`},
+		{`[{"key":"a","rule":"api"},5]`, `check 2 of 2: a check must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}; got a JSON number`},
+		{`[{"key":"a","rule":"api"},null]`, `check 2 of 2: a check must be a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}; got a JSON null`},
+		{`[{"key":"a","rule":"api"},{"key":"b","rule":"api","bogus":1}]`, `check 2 of 2: unknown field \"bogus\"`},
+		{"  \n {\"key\":\"a\",\"rule\":\"api\"}]", `body has data after its JSON value, at byte 28`},
+		{"   {\"key\":\"a\",}", `body is not valid JSON at byte 15: invalid character '}' looking for beginning of object key string`},
+		{"  ", `empty body: send a JSON object such as {\"key\":\"user-42\",\"rule\":\"api\"}`},
 		{`[{"key":"a","rule":"api"},{"key":"b"]`, `body is not valid JSON at byte 37: invalid character ']' after object key:value pair`},
 		{`{"key":"a","rule":"api","cost":1e2}`, `field \"cost\": want a whole number written in digits, such as 5, got 1e2`},
 		{`{"key":"a","rule":"api","cost":99999999999999999999}`, `field \"cost\": 99999999999999999999 is out of range`},
@@ -454,6 +458,12 @@ func TestCrossOriginRefused(t *testing.T) {
 	resp, got := testkit.Do(t, "POST", url, body)
 	if resp.StatusCode != 200 || !strings.Contains(got, `"remaining":4`) {
 		t.Fatalf("service POST after the refused ones: %d %s, want 200 with remaining 4 (nothing spent by them)", resp.StatusCode, got)
+	}
+	// Forward-auth is exempt: a proxy passes the browser's headers on, and
+	// Traefik may keep the original method of a legitimate cross-site POST.
+	auth := f.url(FaceForwardAuth, "/v1/auth")
+	if resp, got := testkit.Do(t, "POST", auth, "", "Sec-Fetch-Site", "cross-site", "Origin", "https://app.example"); resp.StatusCode == 403 && strings.Contains(got, "cross-origin") {
+		t.Fatalf("forward-auth refused a proxied cross-site POST: %d %s", resp.StatusCode, got)
 	}
 }
 
