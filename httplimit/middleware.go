@@ -302,15 +302,16 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		m.skip = append(m.skip, p)
 	}
-	if err := sameDefinitions(cfg.Rules); err != nil {
-		return nil, err
-	}
 	for i := range cfg.Rules {
 		r, err := newRule(cfg.Rules[i], cfg.Store, cfg.Local, m.logger)
 		if err != nil {
 			return nil, err
 		}
 		m.rules = append(m.rules, r)
+	}
+	// After each rule's own checks, whose errors say more.
+	if err := sameDefinitions(cfg.Rules); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -337,13 +338,23 @@ func sameDefinitions(rules []Rule) error {
 				seen[p.Name] = def{p, name}
 				continue
 			}
-			if d.p != p {
+			if !alike(d.p, p) {
 				return fmt.Errorf("httplimit: %w: policy %q is defined differently by rules %q (%s) and %q (%s); policies with one name share their state, so give each its own name",
 					floodgate.ErrInvalidPolicy, p.Name, d.rule, describe(d.p), name, describe(p))
 			}
 		}
 	}
 	return nil
+}
+
+// alike reports whether two policies decide the same way: a bucket's Burst
+// 0 and Burst = Quota are one capacity, and an in-flight cap has no window.
+func alike(a, b floodgate.Policy) bool {
+	if a.Unit != b.Unit || a.Quota != b.Quota {
+		return false
+	}
+	return a.Unit == floodgate.ConcurrentRequests ||
+		a.Algorithm == b.Algorithm && a.Window == b.Window && a.Capacity() == b.Capacity()
 }
 
 // describe names a policy's settings for an error message.

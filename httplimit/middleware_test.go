@@ -491,6 +491,15 @@ func TestSharedPolicyName(t *testing.T) {
 
 	st := memorystore.New()
 	defer st.Close()
+	bucket := policy("bucket", floodgate.GCRA, 3, time.Minute)
+	full := bucket
+	full.Burst = 3 // the default capacity, written out
+	if _, err := httplimit.New(httplimit.Config{Store: st, Rules: []httplimit.Rule{
+		{Pattern: "/a", Policies: []floodgate.Policy{bucket}},
+		{Pattern: "/b", Policies: []floodgate.Policy{full}},
+	}}); err != nil {
+		t.Fatalf("Burst 0 and Burst = Quota are one policy: %v", err)
+	}
 	other := shared
 	other.Algorithm = floodgate.GCRA
 	_, err := httplimit.New(httplimit.Config{Store: st, Rules: []httplimit.Rule{
