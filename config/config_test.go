@@ -113,6 +113,9 @@ func parseErr(t *testing.T, yaml string) string {
 
 const minimal = "api: {listen: ':0'}\n"
 
+// gw is minimal with a gateway, whose requests the rules' order decides.
+const gw = "gateway: {listen: ':0', upstream: demo}\n"
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"syntax", "api:\n  listen: [\n", "f.yaml:2: did not find expected node content"},
@@ -133,7 +136,10 @@ func TestParseErrors(t *testing.T) {
 		{"not utf-8", minimal + "policies: {p\xff\xfe: {quota: 1, window: 1s}}\n", "f.yaml:2: not valid UTF-8 (byte 0xff); save the file as UTF-8"},
 		{"int out of range", minimal + "policies: {a: {quota: 99999999999999999999, window: 1s}}\n", "f.yaml:2: policies.a.quota: 99999999999999999999 is out of range (at most 9223372036854775807)"},
 		{"duration out of range", minimal + "policies: {a: {quota: 1, window: 100000000h}}\n", `f.yaml:2: policies.a.window: duration "100000000h" is out of range (at most about 292 years)`},
-		{"unreachable rule", minimal + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n  - {match: POST /login, policies: a}\n", `f.yaml:5: rules[1].match: never reached: rules[0] (match "/") comes first and matches every request this rule does; the first matching rule wins, so put the narrower rule first`},
+		{"unreachable rule", gw + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n  - {match: POST /login, policies: a}\n", `f.yaml:5: rules[1].match: never reached through the gateway or forward-auth: rules[0] (match "/") matches every request this rule does; put the narrower rule first`},
+		{"same pattern twice", gw + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {name: x, match: /api/, policies: a}\n  - {name: y, match: \"/api/{rest...}\", policies: a}\n", `f.yaml:5: rules[1].match: never reached through the gateway or forward-auth: rules[0] (match "/api/") matches every request this rule does; the two match the same requests: remove or merge one`},
+		{"rule under a skip", gw + "skip: [/internal/]\npolicies: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /internal/x, policies: a}\n  - {match: GET /internal/y, skip: true}\n", `f.yaml:5: rules[0].match: never reached through the gateway or forward-auth: skip[0] (match "/internal/") matches every request this rule does; skips are checked before every rule`},
+		{"rule under a later skip rule", gw + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: GET /healthz, policies: a}\n  - {match: /healthz, skip: true}\n", `f.yaml:4: rules[0].match: never reached through the gateway or forward-auth: rules[1], a skip rule, (match "/healthz") matches every request this rule does; skips are checked before every rule`},
 		{"dup rule name", minimal + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {name: x, match: /a, policies: a}\n  - {name: x, match: /b, policies: a}\n", `f.yaml:5: rules[1].name: rule name "x" is also rules[0]'s; names must be unique (they label metrics and the decision API)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,6 +296,20 @@ func TestExamplesAreValid(t *testing.T) {
 	for _, f := range files {
 		if _, err := Load(f); err != nil {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestRuleOrderAccepted: orders that the unreachable-rule check must let
+// through.
+func TestRuleOrderAccepted(t *testing.T) {
+	for name, yaml := range map[string]string{
+		"skip rule after a catch-all": gw + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n  - {match: GET /healthz, skip: true}\n",
+		"narrow rule first":           gw + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: POST /login, policies: a}\n  - {match: /, policies: a}\n",
+		"decision API only":           minimal + "policies: {a: {quota: 1, window: 1s}}\nrules:\n  - {name: x, match: /, policies: a}\n  - {name: y, match: /, policies: a}\n",
+	} {
+		if _, err := Parse("f.yaml", []byte(yaml)); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

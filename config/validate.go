@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ func (v *validator) validate() {
 	v.store()
 	v.policies()
 	v.rules()
+	v.unreachable()
 	v.ops()
 	for i, s := range c.Skip {
 		if err := httplimit.ValidPattern(s); err != nil {
@@ -403,6 +405,48 @@ func (v *validator) policies() {
 	}
 }
 
+// unreachable refuses a rule that no request through the gateway or
+// forward-auth can reach: skips (top-level, or rules with skip: true,
+// wherever they stand) are checked before every rule, then the rules in
+// order, the first match winning. Without those faces, rules are reached by
+// name through the decision API only, and their order does not matter.
+func (v *validator) unreachable() {
+	c := v.cfg
+	if c.Gateway == nil && c.ForwardAuth == nil {
+		return
+	}
+	type cover struct{ match, where string }
+	var skips, earlier []cover
+	for i, s := range c.Skip {
+		skips = append(skips, cover{s, fmt.Sprintf("skip[%d]", i)})
+	}
+	for i, r := range c.Rules {
+		if r.Skip {
+			skips = append(skips, cover{r.Match, fmt.Sprintf("rules[%d], a skip rule,", i)})
+		}
+	}
+	for i, r := range c.Rules {
+		if r.Skip {
+			continue
+		}
+		for j, cv := range slices.Concat(skips, earlier) {
+			if !httplimit.Covers(cv.match, r.Match) {
+				continue
+			}
+			advice := "put the narrower rule first"
+			switch {
+			case j < len(skips):
+				advice = "skips are checked before every rule"
+			case httplimit.Covers(r.Match, cv.match):
+				advice = "the two match the same requests: remove or merge one"
+			}
+			v.fail(fmt.Sprintf("rules[%d].match", i), "never reached through the gateway or forward-auth: %s (match %q) matches every request this rule does; %s", cv.where, cv.match, advice)
+			break
+		}
+		earlier = append(earlier, cover{r.Match, fmt.Sprintf("rules[%d]", i)})
+	}
+}
+
 func (v *validator) rules() {
 	c := v.cfg
 	names := map[string]int{}
@@ -414,13 +458,6 @@ func (v *validator) rules() {
 			v.fail(f, "match is required, e.g. match: \"POST /login\"")
 		} else if err := httplimit.ValidPattern(r.Match); err != nil {
 			v.fail(f+".match", "%v", err)
-		} else {
-			for k := range i {
-				if httplimit.Covers(c.Rules[k].Match, r.Match) {
-					v.fail(f+".match", "never reached: rules[%d] (match %q) comes first and matches every request this rule does; the first matching rule wins, so put the narrower rule first", k, c.Rules[k].Match)
-					break
-				}
-			}
 		}
 		if r.Name == "" {
 			r.Name = r.Match
