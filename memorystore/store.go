@@ -64,11 +64,11 @@ type config struct {
 // WithMaxKeys bounds the number of keys held (default 1,048,576). A new key
 // beyond it evicts one (see Evictions). A new key whose shard holds no key
 // has nothing to evict, so the bound can be passed by at most the number of
-// shards, which by default is at most MaxKeys/64 (1.6 %).
+// shards: by default max(1, MaxKeys/64) or fewer (1.6 %).
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithShards sets the number of shards, rounded up to a power of two
-// (default 256, or fewer when MaxKeys is below 16,384: MaxKeys/64).
+// (default: MaxKeys/64 rounded down to a power of two, from 1 to 256).
 func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
 // WithSweepInterval sets how often expired keys are swept (default 30 s;
