@@ -519,6 +519,9 @@ func TestForwardAuth(t *testing.T) {
 		t.Errorf("no URI: %d %s", rec.Code, rec.Body)
 	}
 	// Without the method, guessing GET would skip the POST /login rule.
+	if rec := ask(false, map[string]string{"X-Original-URI": "/login", "X-Original-Method": "FOO BAR"}); rec.Code != 400 || !strings.Contains(rec.Body.String(), `bad original method \"FOO BAR\"`) {
+		t.Errorf("a method that is not a token: %d %s", rec.Code, rec.Body)
+	}
 	if rec := ask(false, map[string]string{"X-Original-URI": "/login", "X-Forwarded-For": "1.2.3.4"}); rec.Code != 400 || !strings.Contains(rec.Body.String(), "missing X-Original-Method") {
 		t.Errorf("no method: %d %s", rec.Code, rec.Body)
 	}
