@@ -591,6 +591,19 @@ func TestAdmin(t *testing.T) {
 	}
 }
 
+// TestMemoryStoreMetrics: /metrics tells how full the memory store is.
+func TestMemoryStoreMetrics(t *testing.T) {
+	f := start(t, baseConfig)
+	check(t, f, `{"key":"m1","rule":"api"}`)
+	check(t, f, `{"key":"m2","rule":"api"}`)
+	_, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/metrics"), "", "Authorization", "Bearer admin-secret")
+	for _, want := range []string{"\nfloodgate_memory_keys 2\n", "\nfloodgate_memory_evictions_total 0\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", strings.TrimSpace(want))
+		}
+	}
+}
+
 const reloadedConfig = `
 gateway: {listen: "127.0.0.1:0", upstream: %q}
 api: {listen: "127.0.0.1:0"}

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate/config"
@@ -21,6 +23,19 @@ func (s *Server) openStore(cfg *config.Config) error {
 	sc := cfg.Store
 	if sc.Type != "redis" {
 		m := memorystore.New(memorystore.WithMaxKeys(sc.Memory.MaxKeys))
+		// What an operator sizes store.memory.max_keys by.
+		err := errors.Join(
+			s.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "floodgate_memory_keys", Help: "Keys the memory store holds, expired ones not yet swept included.",
+			}, func() float64 { return float64(m.Len()) })),
+			s.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "floodgate_memory_evictions_total", Help: "Live keys the memory store evicted to stay within store.memory.max_keys.",
+			}, func() float64 { return float64(m.Evictions()) })),
+		)
+		if err != nil {
+			m.Close()
+			return fmt.Errorf("server: metrics: %w", err)
+		}
 		s.store = m
 		s.closeFns = append(s.closeFns, m.Close)
 		return nil
