@@ -1,5 +1,11 @@
 package header
 
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
 // Problem type URIs requested by draft-11 §5 (digest §1.7, H5). They are
 // provisional until IANA registers them, so servers should keep the URI
 // configurable and use these as defaults.
@@ -44,4 +50,18 @@ func QuotaExceeded(detail string, retryAfterSeconds int64, violated ...string) P
 		ViolatedPolicies: violated,
 		RetryAfter:       retryAfterSeconds,
 	}
+}
+
+// Write sends p as the whole response, with status p.Status: the body in
+// RFC 9457 JSON, its length, and Cache-Control: no-store, since an error
+// about this moment must not be served again from a cache (for a 429, RFC
+// 6585 §4). It replaces any Content-Length set before, e.g. an upstream's.
+func (p Problem) Write(w http.ResponseWriter) {
+	body, _ := json.Marshal(p) // strings, ints and a []string: cannot fail
+	h := w.Header()
+	h["Content-Type"] = []string{ProblemContentType}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Cache-Control"] = []string{"no-store"}
+	w.WriteHeader(p.Status)
+	w.Write(body)
 }

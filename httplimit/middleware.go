@@ -449,7 +449,9 @@ func (m *Middleware) planFailed(w http.ResponseWriter, r *http.Request, ru *rule
 	var rej *Reject
 	switch {
 	case errors.As(err, &rej):
-		problem(w, rej.Status, rej.Problem)
+		p := rej.Problem
+		p.Status = rej.Status // RFC 9457 §3.1.2: the member repeats the response's status
+		p.Write(w)
 	case ru.failure == floodgate.FailOpen || ru.failure == floodgate.FailToLocal:
 		m.metrics.storeError(ru.name)
 		next.ServeHTTP(w, r)
@@ -530,7 +532,7 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 		if ru.cost != nil {
 			c, err := ru.cost(r)
 			if err != nil {
-				problem(w, http.StatusBadRequest, header.Problem{Title: "Bad Request", Status: 400, Detail: "cost: " + err.Error()})
+				header.Problem{Title: "Bad Request", Status: 400, Detail: "cost: " + err.Error()}.Write(w)
 				return release, false
 			}
 			cost = c
@@ -615,10 +617,10 @@ func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *f
 		}
 		switch {
 		case errors.Is(err, floodgate.ErrCostExceedsQuota):
-			problem(w, http.StatusRequestEntityTooLarge, header.Problem{Title: "Content Too Large", Status: 413, Detail: err.Error()})
+			header.Problem{Title: "Content Too Large", Status: 413, Detail: err.Error()}.Write(w)
 			return d, latency, true
 		case errors.Is(err, floodgate.ErrInvalidCost):
-			problem(w, http.StatusBadRequest, header.Problem{Title: "Bad Request", Status: 400, Detail: err.Error()})
+			header.Problem{Title: "Bad Request", Status: 400, Detail: err.Error()}.Write(w)
 			return d, latency, true
 		case err != nil && ctx.Err() != nil:
 			return d, latency, true // the client left; nobody reads a response

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -160,7 +159,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 	if p.Unit == floodgate.ConcurrentRequests {
 		detail = fmt.Sprintf("limit of %d concurrent requests exceeded", p.Quota)
 	}
-	problem(w, http.StatusTooManyRequests, header.QuotaExceeded(detail, secs, d.Violated()...))
+	header.QuotaExceeded(detail, secs, d.Violated()...).Write(w)
 }
 
 // block answers a key held by the Blocker: 429 with the
@@ -171,10 +170,10 @@ func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key
 	m.metrics.decision(ru.name, "", "blocked")
 	m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",
 		slog.String("rule", ru.name), slog.String("key", Fingerprint(key)), slog.Int64("retry_after", secs))
-	problem(w, http.StatusTooManyRequests, header.Problem{
+	header.Problem{
 		Type: header.ProblemAbnormalUsageDetected, Title: "Abnormal Usage Detected", Status: 429,
 		Detail: "requests from this client were blocked after abnormal usage", RetryAfter: secs,
-	})
+	}.Write(w)
 }
 
 // reducedCapacity answers a request refused only because quotas are
@@ -184,21 +183,21 @@ func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru 
 	secs := RetryAfterSeconds(d)
 	refusing(w.Header(), secs)
 	m.logDenied(r.Context(), ru, key, d, secs, slog.LevelWarn, "refused under reduced capacity")
-	problem(w, http.StatusServiceUnavailable, header.Problem{
+	header.Problem{
 		Type: header.ProblemTemporaryReducedCapacity, Title: "Temporary Reduced Capacity", Status: 503,
 		Detail:           fmt.Sprintf("capacity temporarily reduced to %d %s per %s", d.Policy.Quota, d.Policy.Unit, formatWindow(d.Policy.Window)),
 		ViolatedPolicies: d.Violated(), RetryAfter: secs,
-	})
+	}.Write(w)
 }
 
 // unavailable answers a fail-closed store error: 503, never 429, since the
 // client did nothing wrong (S3).
 func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, ru *rule, err error) {
 	w.Header()[header.FieldRetryAfter] = []string{"1"}
-	problem(w, http.StatusServiceUnavailable, header.Problem{
+	header.Problem{
 		Title: "Service Unavailable", Status: 503,
 		Detail: "rate limit store unavailable for rule " + strconv.Quote(ru.name),
-	})
+	}.Write(w)
 }
 
 func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *floodgate.Decision, retryAfter int64, level slog.Level, msg string) {
@@ -216,15 +215,6 @@ func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *flo
 func refusing(h http.Header, secs int64) {
 	h[header.FieldRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	h["Cache-Control"] = []string{"no-store"}
-}
-
-func problem(w http.ResponseWriter, status int, p header.Problem) {
-	body, _ := json.Marshal(p)
-	h := w.Header()
-	h["Content-Type"] = []string{header.ProblemContentType}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	w.Write(body)
 }
 
 // formatWindow writes a window as people say it: "1m", "30s", "1h", "500ms".

@@ -316,8 +316,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
-	body, _ := json.Marshal(header.Problem{Title: http.StatusText(status), Status: status, Detail: detail})
-	w.Header().Set("Content-Type", header.ProblemContentType)
-	w.WriteHeader(status)
-	w.Write(body)
+	header.Problem{Title: http.StatusText(status), Status: status, Detail: detail}.Write(w)
 }

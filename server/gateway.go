@@ -139,13 +139,7 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 }
 
 func writeProblem(w http.ResponseWriter, status int, title, detail string) {
-	body, _ := json.Marshal(header.Problem{Title: title, Status: status, Detail: detail})
-	h := w.Header()
-	h.Set("Content-Type", header.ProblemContentType)
-	h.Set("Cache-Control", "no-store")
-	h.Del("Content-Length")
-	w.WriteHeader(status)
-	w.Write(body)
+	header.Problem{Title: title, Status: status, Detail: detail}.Write(w)
 }
 
 // demoUpstream is the built-in upstream of `upstream: demo`, so the
