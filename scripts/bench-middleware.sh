@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The middleware's cost over the wire: wrk against a trivial handler, bare
-# and behind httplimit (bench/cmd/mwserve), alternating ROUNDS times so
-# that load changes on this shared machine hit both sides alike. Prints
-# requests/s per run and the ratio of the medians (target >= 0.93).
+# The middleware's cost over the wire: wrk against a trivial handler, bare,
+# behind httplimit with its default fields and with the legacy fields only,
+# and behind ulule/limiter's middleware (bench/cmd/mwserve), each round
+# taking all four in turn so that load changes on this shared machine hit
+# every side alike. Prints requests/s per round and, per server, the ratio
+# of its median to the bare handler's (target for the default: >= 0.93).
 #
 #   scripts/bench-middleware.sh              # 3 rounds of 5 s, 64 connections
 #   ROUNDS=5 DURATION=10 scripts/bench-middleware.sh
@@ -10,21 +12,36 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/scripts/lib.sh"
 rounds=${ROUNDS:-3} dur=${DURATION:-5} conns=${CONNECTIONS:-64}
-bare=127.0.0.1:18190 limited=127.0.0.1:18191
+bare=127.0.0.1:18190 limited=127.0.0.1:18191 legacy=127.0.0.1:18192 ulule=127.0.0.1:18193
 command -v wrk >/dev/null || { echo "wrk is not installed: run scripts/services-up.sh" >&2; exit 1; }
 bin=$(mktemp -d)/mwserve
 (cd "$root/bench" && go build -o "$bin" ./cmd/mwserve)
-"$bin" -bare "$bare" -limited "$limited" &
+"$bin" -bare "$bare" -limited "$limited" -legacy "$legacy" -ulule "$ulule" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$(dirname "$bin")"' EXIT
-wait_port "$limited"
+for a in "$bare" "$limited" "$legacy" "$ulule"; do wait_port "$a"; done
 
-rps() { wrk -t2 -c"$conns" -d"${dur}s" "http://$1/" | awk '/Requests\/sec/ {print $2}'; }
+rps() {
+  local out
+  out=$(wrk -t2 -c"$conns" -d"${dur}s" "http://$1/")
+  if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
+    echo "$out" >&2; echo "failed requests on $1: every answer must be a 200" >&2; exit 1
+  fi
+  awk '/Requests\/sec/ {print $2}' <<<"$out" | grep . || { echo "$out" >&2; echo "wrk printed no result for $1" >&2; exit 1; }
+}
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-b=() l=()
+results=""
 for i in $(seq "$rounds"); do
-  b+=("$(rps "$bare")"); l+=("$(rps "$limited")")
-  echo "round $i: bare ${b[-1]} req/s, middleware ${l[-1]} req/s"
+  line="round $i:"
+  for s in bare:$bare floodgate:$limited floodgate-legacy:$legacy ulule:$ulule; do
+    r=$(rps "${s#*:}")
+    results+="${s%%:*} $r"$'\n'
+    line+=" ${s%%:*} $r"
+  done
+  echo "$line req/s"
 done
-mb=$(printf '%s\n' "${b[@]}" | median) ml=$(printf '%s\n' "${l[@]}" | median)
-awk -v b="$mb" -v l="$ml" 'BEGIN {printf "median: bare %.0f req/s, middleware %.0f req/s, ratio %.3f\n", b, l, l/b}'
+get() { awk -v n="$1" '$1 == n {print $2}' <<<"$results" | median; }
+mb=$(get bare)
+for s in floodgate floodgate-legacy ulule; do
+  awk -v n="$s" -v b="$mb" -v l="$(get "$s")" 'BEGIN {printf "median: %-16s %.0f req/s, %.3f x bare (%.0f)\n", n, l, l/b, b}'
+done
