@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/floodgate/floodgate/header"
 )
 
 // KeyKind is what one part of a key template reads.
@@ -65,12 +67,12 @@ func ParseKey(tmpl string) ([]KeyPart, error) {
 			p.Kind = KeyTenant
 		case "header":
 			p.Kind = KeyHeader
-			if !validHeaderName(arg) {
+			if !header.IsToken(arg) {
 				return nil, fmt.Errorf("key part %q: want {header:Header-Name}", seg)
 			}
 		case "api_key":
 			p.Kind = KeyAPIKey
-			if hasArg && !validHeaderName(arg) {
+			if hasArg && !header.IsToken(arg) {
 				return nil, fmt.Errorf("key part %q: want {api_key} or {api_key:Header-Name}", seg)
 			}
 		default:
@@ -85,19 +87,4 @@ func ParseKey(tmpl string) ([]KeyPart, error) {
 		parts = append(parts, p)
 	}
 	return parts, nil
-}
-
-// validHeaderName reports whether s is an HTTP field name (an RFC 9110
-// token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/tier"
 )
 
@@ -151,7 +152,7 @@ func (v *validator) tiers() {
 		}
 		if r.Tiers.Header == "" {
 			c.Rules[i].Tiers.Header = c.Identity.APIKeyHeader // defaulted already
-		} else if !validHeaderName(r.Tiers.Header) {
+		} else if !header.IsToken(r.Tiers.Header) {
 			v.fail(f+".header", "%q is not a header name", r.Tiers.Header)
 		}
 	}

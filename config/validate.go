@@ -16,6 +16,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
+	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 )
 
@@ -70,7 +71,7 @@ func (v *validator) validate() {
 	}
 	if c.Bypass.Header == "" {
 		c.Bypass.Header = DefaultBypassHeader
-	} else if !validHeaderName(c.Bypass.Header) {
+	} else if !header.IsToken(c.Bypass.Header) {
 		v.fail("bypass.header", "%q is not a header name", c.Bypass.Header)
 	}
 	for i, t := range c.Bypass.Tokens {
@@ -104,7 +105,7 @@ func (v *validator) validate() {
 	}{{"api_key_header", &id.APIKeyHeader, DefaultAPIKeyHeader}, {"user_header", &id.UserHeader, DefaultUserHeader}, {"tenant_header", &id.TenantHeader, DefaultTenantHeader}} {
 		if *f.val == "" {
 			*f.val = f.def
-		} else if !validHeaderName(*f.val) {
+		} else if !header.IsToken(*f.val) {
 			v.fail("identity."+f.name, "%q is not a header name", *f.val)
 		}
 	}

@@ -57,18 +57,41 @@ func TestPanicUnlocks(t *testing.T) {
 	}
 }
 
+// steppedStore returns a store of the given number of shards, without a
+// sweeper, whose clock stands at fixedClock plus the µs in clock.
+func steppedStore(t *testing.T, shards int) (*memorystore.Store, *atomic.Int64) {
+	clock := new(atomic.Int64)
+	now := func() time.Time { return fixedClock().Add(time.Duration(clock.Load()) * time.Microsecond) }
+	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(shards), memorystore.WithSweepInterval(0))
+	t.Cleanup(func() { st.Close() })
+	return st, clock
+}
+
+// sweepWhile runs Sweep without pause until the returned func is called,
+// which waits for the sweeping to end.
+func sweepWhile(st *memorystore.Store) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+				st.Sweep()
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
 // TestNoLostDecisions: decisions for held keys take no shard lock, so they
 // race the table's changes: growth, and removals by Sweep and Reset, which
 // shift entries within the table. None of that may lose or split a key's
 // state: each hot key admits exactly its quota while churn keys come and go
 // in the same (single) shard.
 func TestNoLostDecisions(t *testing.T) {
-	var clock atomic.Int64 // µs since fixedClock
-	now := func() time.Time {
-		return time.Unix(1_700_000_000, 0).Add(time.Duration(clock.Load()) * time.Microsecond)
-	}
-	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(1), memorystore.WithSweepInterval(0))
-	defer st.Close()
+	st, clock := steppedStore(t, 1)
 	ctx := context.Background()
 	const quota, hotKeys, workers, tries = 500, 8, 8, 2000
 	hot := []floodgate.Policy{{Name: "hot", Algorithm: floodgate.FixedWindow, Quota: quota, Window: time.Hour}}
@@ -77,7 +100,8 @@ func TestNoLostDecisions(t *testing.T) {
 	var admitted [hotKeys]atomic.Int64
 	var wg, churners sync.WaitGroup
 	stop := make(chan struct{})
-	churners.Add(2)
+	defer sweepWhile(st)()
+	churners.Add(1)
 	go func() { // new keys: growth; Reset and an advancing clock: removals
 		defer churners.Done()
 		res := make([]floodgate.Result, 1)
@@ -96,17 +120,6 @@ func TestNoLostDecisions(t *testing.T) {
 				st.Reset(ctx, k, churn)
 			}
 			clock.Add(100)
-		}
-	}()
-	go func() {
-		defer churners.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				st.Sweep()
-			}
 		}
 	}()
 	for w := range workers {
@@ -142,28 +155,10 @@ func TestNoLostDecisions(t *testing.T) {
 // starts a new window and lets several goroutines race for a quota of one
 // while Sweep runs without pause.
 func TestSweepRace(t *testing.T) {
-	var clock atomic.Int64 // µs since fixedClock
-	now := func() time.Time {
-		return time.Unix(1_700_000_000, 0).Add(time.Duration(clock.Load()) * time.Microsecond)
-	}
-	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(1), memorystore.WithSweepInterval(0))
-	defer st.Close()
+	st, clock := steppedStore(t, 1)
 	ctx := context.Background()
 	one := []floodgate.Policy{{Name: "one", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Second}}
-	stop := make(chan struct{})
-	swept := make(chan struct{})
-	go func() {
-		defer close(swept)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				st.Sweep()
-			}
-		}
-	}()
-	defer func() { close(stop); <-swept }()
+	defer sweepWhile(st)()
 	rounds := 3000
 	if testing.Short() || raceEnabled() {
 		rounds = 500
@@ -198,12 +193,7 @@ func TestSweepRace(t *testing.T) {
 // TestSweepDropsAll: Sweep drops every expired key and keeps every live one,
 // removals shifting entries under its scan included.
 func TestSweepDropsAll(t *testing.T) {
-	var clock atomic.Int64 // µs since fixedClock
-	now := func() time.Time {
-		return time.Unix(1_700_000_000, 0).Add(time.Duration(clock.Load()) * time.Microsecond)
-	}
-	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(2), memorystore.WithSweepInterval(0))
-	defer st.Close()
+	st, clock := steppedStore(t, 2)
 	ctx := context.Background()
 	short := []floodgate.Policy{{Name: "short", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Second}}
 	long := []floodgate.Policy{{Name: "long", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Hour}}

@@ -76,12 +76,13 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	// The decoders get the body as sent, so that the byte offsets in their
 	// errors count from its start.
-	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
 		s.checkBatch(w, r.Context(), st, body)
 		return
 	}
 	var req CheckRequest
-	if !parseSimple(bytes.TrimLeft(body, " \t\r\n"), &req) {
+	if !parseSimple(trimmed, &req) {
 		req = CheckRequest{}
 		if err := decodeStrict(body, &req); err != nil {
 			s.m.checkErrors.Inc()

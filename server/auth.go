@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/floodgate/floodgate/header"
 )
 
 // handleAuth answers a forward-auth subrequest: it rebuilds the original
@@ -64,7 +66,7 @@ func originalRequest(r *http.Request) (*http.Request, error) {
 		// such as a login limit on POST.
 		return nil, errors.New("missing X-Original-Method (nginx) or X-Forwarded-Method (Traefik, Caddy): the proxy must say which request it asks about")
 	}
-	if !isToken(method) {
+	if !header.IsToken(method) {
 		return nil, errors.New("bad original method " + quote(method) + ": a method is a token such as GET or POST (RFC 9110, section 9.1)")
 	}
 	u, err := url.ParseRequestURI(uri)
@@ -126,18 +128,3 @@ func (a *authWriter) Write(b []byte) (int, error) {
 }
 
 func (a *authWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
-
-// isToken reports whether s is an RFC 9110 token (section 5.6.2), the
-// syntax of a method.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
