@@ -1,11 +1,14 @@
-// Command mwserve serves one trivial handler four times: bare, behind the
-// httplimit middleware with its default fields and with the legacy fields
-// only (a memory store each, one GCRA rule keyed by client IP whose quota,
-// a hundred million a minute, is never reached), and behind ulule/limiter's
-// net/http middleware with the same quota, for scripts/bench-middleware.sh
-// to drive with wrk.
+// Command mwserve serves one trivial handler six times, for
+// scripts/bench-middleware.sh to drive with wrk: bare, the handler alone;
+// limited, legacy and none, behind the httplimit middleware with its
+// default fields, the legacy fields only and no fields (a memory store
+// each, one GCRA rule keyed by client IP whose quota, a hundred million a
+// minute, is never reached); fields, no middleware but the handler setting
+// as constants the five fields a default response carries, the floor under
+// any middleware that sends them; and ulule, behind ulule/limiter's
+// net/http middleware with the same quota.
 //
-//	go run ./cmd/mwserve -bare 127.0.0.1:18190 -limited 127.0.0.1:18191 -legacy 127.0.0.1:18192 -ulule 127.0.0.1:18193
+//	go run ./cmd/mwserve -bare 127.0.0.1:18190 -limited 127.0.0.1:18191 ...
 package main
 
 import (
@@ -13,6 +16,8 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/ulule/limiter/v3"
@@ -25,10 +30,14 @@ import (
 )
 
 func main() {
-	bare := flag.String("bare", "127.0.0.1:18190", "address of the bare handler")
-	limited := flag.String("limited", "127.0.0.1:18191", "address of the handler behind the middleware, default fields")
-	legacy := flag.String("legacy", "127.0.0.1:18192", "address of the handler behind the middleware, legacy fields only")
-	ulule := flag.String("ulule", "127.0.0.1:18193", "address of the handler behind ulule/limiter's middleware")
+	addrs := map[string]*string{
+		"bare":    flag.String("bare", "127.0.0.1:18190", "address of the bare handler"),
+		"limited": flag.String("limited", "127.0.0.1:18191", "address of the handler behind the middleware, default fields"),
+		"legacy":  flag.String("legacy", "127.0.0.1:18192", "address of the handler behind the middleware, legacy fields only"),
+		"ulule":   flag.String("ulule", "127.0.0.1:18193", "address of the handler behind ulule/limiter's middleware"),
+		"none":    flag.String("none", "127.0.0.1:18194", "address of the handler behind the middleware, no fields"),
+		"fields":  flag.String("fields", "127.0.0.1:18195", "address of the handler setting the default fields as constants"),
+	}
 	flag.Parse()
 
 	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
@@ -43,8 +52,44 @@ func main() {
 		return mw.Wrap(trivial)
 	}
 	ul := ulstdlib.NewMiddleware(limiter.New(ulmemory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1e8}))
-	go func() { log.Fatal(http.ListenAndServe(*bare, trivial)) }()
-	go func() { log.Fatal(http.ListenAndServe(*legacy, wrap(httplimit.Legacy))) }()
-	go func() { log.Fatal(http.ListenAndServe(*ulule, ul.Handler(trivial))) }()
-	log.Fatal(http.ListenAndServe(*limited, wrap(httplimit.Both)))
+	handlers := map[string]http.Handler{
+		"bare":    trivial,
+		"limited": wrap(httplimit.Both),
+		"legacy":  wrap(httplimit.Legacy),
+		"none":    wrap(httplimit.None),
+		"fields":  fieldsOnly(wrap(httplimit.Both), trivial),
+		"ulule":   ul.Handler(trivial),
+	}
+	errs := make(chan error)
+	for name, h := range handlers {
+		go func() { errs <- http.ListenAndServe(*addrs[name], h) }()
+	}
+	log.Fatal(<-errs)
+}
+
+// fieldsOnly returns next setting, as constants, the rate-limit fields
+// that limited sent on one sample response.
+func fieldsOnly(limited, next http.Handler) http.Handler {
+	sample := httptest.NewRecorder()
+	limited.ServeHTTP(sample, httptest.NewRequest("GET", "/", nil))
+	type field struct {
+		name  string
+		value []string
+	}
+	var fields []field
+	for name, v := range sample.Header() {
+		if strings.HasPrefix(name, "Ratelimit") || strings.HasPrefix(name, "X-Ratelimit") {
+			fields = append(fields, field{name, v[:len(v):len(v)]})
+		}
+	}
+	if len(fields) != 5 {
+		log.Fatalf("a default response carries %d rate-limit fields, want 5: %v", len(fields), sample.Header())
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		for _, f := range fields {
+			h[f.name] = f.value
+		}
+		next.ServeHTTP(w, r)
+	})
 }
