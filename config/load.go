@@ -108,6 +108,12 @@ func Parse(file string, data []byte) (*Config, error) {
 			e.Line, _ = strconv.Atoi(m[1])
 			e.Msg = m[2]
 		}
+		if line, ref := envInFlow(data); line > 0 {
+			// The YAML parser's own message ("did not find expected ','
+			// or '}'") says nothing of the cause, nor always the line.
+			e.Line = line
+			e.Msg = fmt.Sprintf("%s inside { } or [ ] must be quoted, e.g. '%s': YAML reads its braces as the collection's", ref, ref)
+		}
 		return nil, Errors{e}
 	}
 	var extra yaml.Node
@@ -126,4 +132,43 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, d.errs
 	}
 	return cfg, nil
+}
+
+// envInFlow finds the first ${...} written unquoted inside a YAML flow
+// collection ({...} or [...]), where its braces end the collection early,
+// and returns its line (0 if none) and the reference as written.
+func envInFlow(data []byte) (line int, ref string) {
+	depth, quote := 0, byte(0)
+	line = 1
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '\n':
+			line++
+			if quote == '\'' || quote == '"' {
+				continue // quoted scalars may span lines
+			}
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '#' && (i == 0 || data[i-1] == ' ' || data[i-1] == '\t' || data[i-1] == '\n'):
+			for i+1 < len(data) && data[i+1] != '\n' {
+				i++ // a comment, to the end of the line
+			}
+		case c == '$' && depth > 0 && i+1 < len(data) && data[i+1] == '{':
+			end := bytes.IndexByte(data[i:], '}')
+			if end < 0 || bytes.IndexByte(data[i:i+end], '\n') >= 0 {
+				end = 1
+			}
+			return line, string(data[i : i+end+1])
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth = max(depth-1, 0)
+		}
+	}
+	return 0, ""
 }
