@@ -623,7 +623,13 @@ func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *f
 			header.Problem{Title: "Bad Request", Status: 400, Detail: err.Error()}.Write(w)
 			return d, latency, true
 		case err != nil && ctx.Err() != nil:
-			return d, latency, true // the client left; nobody reads a response
+			// The request's context ended first: either the client left
+			// and nobody reads this, or a deadline of the server's own
+			// passed, and its client is owed an answer.
+			w.Header()[header.FieldRetryAfter] = []string{"1"}
+			header.Problem{Title: "Service Unavailable", Status: 503,
+				Detail: "the request's context ended before its rate limit was decided: " + ctx.Err().Error()}.Write(w)
+			return d, latency, true
 		case err != nil:
 			m.metrics.storeError(ru.name)
 			m.unavailable(w, r, ru, err)
@@ -645,8 +651,10 @@ func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *f
 		t := time.NewTimer(d.RetryAfter)
 		select {
 		case <-ctx.Done():
+			// The request cannot wait until it fits: refused, as one
+			// whose wait exceeds MaxDelay is.
 			t.Stop()
-			return d, latency, true
+			return d, latency, false
 		case <-t.C:
 		}
 	}

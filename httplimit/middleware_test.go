@@ -370,13 +370,67 @@ func TestThrottle(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("a request whose client left got %d", resp.StatusCode)
 	}
-	// Had the server gone on holding it, it would have decided it once the
-	// pace allowed (~100 ms); it must have given up instead.
+	// Had the server gone on holding it, it would have admitted it once the
+	// pace allowed (~100 ms); it must have given up at once instead, as a
+	// refusal.
 	time.Sleep(250 * time.Millisecond)
 	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if n := len(rec.events) - before; n != 0 {
-		t.Fatalf("the abandoned request was still decided (%d decisions)", n)
+	events := rec.events[before:]
+	rec.mu.Unlock()
+	if len(events) != 1 || events[0].Allowed {
+		t.Fatalf("the abandoned request's decisions: %+v, want one refusal", events)
+	}
+
+	// A deadline of the server's own (here 30 ms, set outside the
+	// middleware) ends the wait too, and its client is told so: a 429.
+	st := memorystore.New()
+	defer st.Close()
+	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
+		{Pattern: "/", Mode: httplimit.Throttle, MaxDelay: time.Second,
+			Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 2, Window: time.Second, Burst: 1}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := mw.Wrap(ok)
+	deadlined := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Millisecond)
+		defer cancel()
+		limited.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	defer deadlined.Close()
+	do(t, "GET", deadlined.URL)
+	start = time.Now()
+	resp := do(t, "GET", deadlined.URL) // would fit after 500 ms
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("server deadline during the wait: %d, Retry-After %q; want 429, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if el := time.Since(start); el > 300*time.Millisecond {
+		t.Fatalf("the server's deadline of 30 ms ended the wait after %v", el)
+	}
+}
+
+// TestContextEndedBeforeDecision: a request whose context has already
+// ended is neither admitted nor left without an answer: 503, and the
+// handler does not run.
+func TestContextEndedBeforeDecision(t *testing.T) {
+	st := memorystore.New()
+	defer st.Close()
+	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
+		{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 10, time.Second)}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+	if rec.Code != 503 || ran || rec.Header().Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(rec.Body.String(), "context ended before its rate limit was decided: context canceled") {
+		t.Fatalf("ended context: %d, handler ran %v, %s %s", rec.Code, ran, rec.Header().Get("Content-Type"), rec.Body)
 	}
 }
 

@@ -2,7 +2,9 @@ package httplimit
 
 import (
 	"fmt"
+	"go/token"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 )
@@ -108,11 +110,25 @@ func parsePattern(s string) (*pattern, error) {
 	if strings.ContainsAny(rest, " \t") {
 		return nil, fmt.Errorf("pattern %q: a path cannot hold a space; write it as %%20", s)
 	}
+	if strings.ContainsAny(rest, "?#") {
+		return nil, fmt.Errorf("pattern %q: a pattern matches the path only, never a query or fragment; write a literal ? or # as %%3F or %%23", s)
+	}
 	if rest == "" {
 		p.dir = true // "/" matches every path
 		return p, nil
 	}
 	parts := strings.Split(rest, "/")
+	names := map[string]bool{}
+	wildcard := func(part, name string) error {
+		if !token.IsIdentifier(name) {
+			return fmt.Errorf("pattern %q: wildcard %s needs a Go identifier for its name", s, part)
+		}
+		if names[name] {
+			return fmt.Errorf("pattern %q: wildcard name %q used twice", s, name)
+		}
+		names[name] = true
+		return nil
+	}
 	for j, part := range parts {
 		last := j == len(parts)-1
 		switch {
@@ -127,15 +143,30 @@ func parsePattern(s string) (*pattern, error) {
 			if !last {
 				return nil, fmt.Errorf("pattern %q: %s must end the path", s, part)
 			}
+			if err := wildcard(part, part[1:len(part)-4]); err != nil {
+				return nil, err
+			}
 			p.dir = true
 		case strings.HasPrefix(part, "{") && strings.HasSuffix(part, "}"):
+			if err := wildcard(part, part[1:len(part)-1]); err != nil {
+				return nil, err
+			}
 			p.segs = append(p.segs, segment{wild: true})
 		case strings.ContainsAny(part, "{}"):
 			return nil, fmt.Errorf("pattern %q: a wildcard must be a whole segment, not %q", s, part)
-		case part == "" || part == "." || part == "..":
-			return nil, fmt.Errorf("pattern %q: empty or dot segment", s)
 		default:
-			p.segs = append(p.segs, segment{lit: part})
+			// Requests are matched on their decoded path, so a literal is
+			// decoded too, as ServeMux does: "/my%20file" is "/my file".
+			lit, err := url.PathUnescape(part)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("pattern %q: bad escape in %q", s, part)
+			case strings.Contains(lit, "/"):
+				return nil, fmt.Errorf("pattern %q: %q holds an escaped /, which a request's decoded path cannot keep apart from a real one", s, part)
+			case lit == "" || lit == "." || lit == "..":
+				return nil, fmt.Errorf("pattern %q: empty or dot segment", s)
+			}
+			p.segs = append(p.segs, segment{lit: lit})
 		}
 	}
 	return p, nil

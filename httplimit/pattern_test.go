@@ -39,6 +39,10 @@ func TestPatternMatch(t *testing.T) {
 		{"/v1/{tenant}/export", "GET", "/v1/acme/import", false},
 		{"api.example.com/", "GET", "http://api.example.com:8080/x", true},
 		{"api.example.com/", "GET", "http://www.example.com/x", false},
+		{"/my%20file", "GET", "/my%20file", true},
+		{"/my%20file", "GET", "/MY%20FILE/", true},
+		{"/my%20file", "GET", "/my%2520file", false},
+		{"/a%3Fb", "GET", "/a%3fb", true},
 	} {
 		p, err := parsePattern(tc.pattern)
 		if err != nil {
@@ -52,7 +56,8 @@ func TestPatternMatch(t *testing.T) {
 }
 
 func TestPatternErrors(t *testing.T) {
-	for _, s := range []string{"login", "get /x", "/a/{x}y", "/{rest...}/more", "/{$}/x", "/a//b", "FOO BAR BAZ /", "GET  /a b", "GET example.com /x"} {
+	for _, s := range []string{"login", "get /x", "/a/{x}y", "/{rest...}/more", "/{$}/x", "/a//b", "FOO BAR BAZ /", "GET  /a b", "GET example.com /x",
+		"/x?y=1", "/x#f", "/a/{}", "/a/{...}", "/{x}/{x}", "/{x}/{x...}", "/{1x}", "/a%2Fb", "/a%zz", "/%2E%2E/x"} {
 		if _, err := parsePattern(s); err == nil {
 			t.Errorf("%q parsed, want an error", s)
 		}
