@@ -135,7 +135,8 @@ type Plan struct {
 }
 
 // Reject is an error a Plan func returns to refuse a request with its own
-// status and problem, e.g. 401 api_key_required.
+// status and problem, e.g. 401 api_key_required. Status must be 4xx or
+// 5xx; any other is logged and answered with a 500.
 type Reject struct {
 	Status  int
 	Problem header.Problem
@@ -286,8 +287,28 @@ func New(cfg Config) (*Middleware, error) {
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
+	switch {
+	case cfg.Headers > None:
+		return nil, fmt.Errorf("httplimit: unknown header style %d", cfg.Headers)
+	case cfg.ResetStyle > header.ResetDelta:
+		return nil, fmt.Errorf("httplimit: X-RateLimit-Reset is written as header.ResetEpoch or header.ResetDelta, not %v", cfg.ResetStyle)
+	case cfg.WarnAt > 1:
+		return nil, fmt.Errorf("httplimit: WarnAt %v is a share of the quota, at most 1 (negative: never)", cfg.WarnAt)
+	case cfg.Bypass.Header != "" && !header.IsToken(cfg.Bypass.Header):
+		return nil, fmt.Errorf("httplimit: bypass header %q is not a field name", cfg.Bypass.Header)
+	}
 	if m.bypass.Header == "" {
 		m.bypass.Header = "X-Bypass-Token"
+	}
+	// Client addresses are compared unmapped, so a network written in
+	// IPv4-mapped form must be too, or it would never match.
+	m.bypass.CIDRs = make([]netip.Prefix, len(cfg.Bypass.CIDRs))
+	for i, p := range cfg.Bypass.CIDRs {
+		u, err := clientip.ParsePrefix(p.String())
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: bypass network %v: %w", p, err)
+		}
+		m.bypass.CIDRs[i] = u
 	}
 	for _, t := range cfg.Bypass.Tokens {
 		if t == "" {
@@ -302,11 +323,16 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		m.skip = append(m.skip, p)
 	}
+	names := map[string]bool{}
 	for i := range cfg.Rules {
 		r, err := newRule(cfg.Rules[i], cfg.Store, cfg.Local, m.logger)
 		if err != nil {
 			return nil, err
 		}
+		if names[r.name] {
+			return nil, fmt.Errorf("httplimit: two rules are named %q; names label metrics, logs and events, so each needs its own", r.name)
+		}
+		names[r.name] = true
 		m.rules = append(m.rules, r)
 	}
 	// After each rule's own checks, whose errors say more.
@@ -448,6 +474,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 func (m *Middleware) planFailed(w http.ResponseWriter, r *http.Request, ru *rule, next http.Handler, err error) {
 	var rej *Reject
 	switch {
+	case errors.As(err, &rej) && (rej.Status < 400 || rej.Status > 599):
+		m.logger.Error("plan rejected a request with a status that is not an error", slog.String("rule", ru.name), slog.Int("status", rej.Status))
+		header.Problem{Title: "Internal Server Error", Status: 500,
+			Detail: fmt.Sprintf("rule %q refused the request with status %d, not a 4xx or 5xx", ru.name, rej.Status)}.Write(w)
 	case errors.As(err, &rej):
 		p := rej.Problem
 		p.Status = rej.Status // RFC 9457 §3.1.2: the member repeats the response's status

@@ -284,7 +284,9 @@ func TestCIDRBypassAndSpoofing(t *testing.T) {
 	untrusted, _ := clientip.New(clientip.Config{})
 	trusted, _ := clientip.New(clientip.Config{TrustedProxies: []string{"127.0.0.0/8", "::1/128"}})
 	rule := httplimit.Rule{Pattern: "/", Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}
-	bypass := httplimit.Bypass{CIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}
+	// Written IPv4-mapped, as it may come from a config: it must still
+	// match 198.51.100.7.
+	bypass := httplimit.Bypass{CIDRs: []netip.Prefix{netip.MustParsePrefix("::ffff:198.51.100.0/120")}}
 
 	t.Run("untrusted peer", func(t *testing.T) {
 		srv := serve(t, httplimit.Config{ClientIP: untrusted, Bypass: bypass, Rules: []httplimit.Rule{rule}}, ok)
@@ -577,6 +579,17 @@ func TestNewErrors(t *testing.T) {
 		"empty token":   {Store: st, Bypass: httplimit.Bypass{Tokens: []string{""}}},
 		"skip":          {Store: st, Skip: []string{"health"}},
 		"local missing": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"header style":  {Store: st, Headers: 9},
+		"reset style":   {Store: st, ResetStyle: header.ResetDate},
+		"warn at":       {Store: st, WarnAt: 90},
+		"bypass header": {Store: st, Bypass: httplimit.Bypass{Header: "bad header:"}},
+		"nil key part":  {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Key: []httplimit.KeyPart{nil}, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"failure mode":  {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: 9, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"local share":   {Store: st, Local: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, LocalShare: 5, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"max body":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/", MaxBodyBytes: -1, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"same name": {Store: st, Rules: []httplimit.Rule{
+			{Name: "x", Pattern: "/a", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}},
+			{Name: "x", Pattern: "/b", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 	} {
 		if _, err := httplimit.New(cfg); err == nil {
 			t.Errorf("%s: New succeeded, want an error", name)
@@ -763,5 +776,19 @@ func TestReductionOverFullQuota(t *testing.T) {
 	reduction.until.Store(time.Now().Add(time.Hour).UnixNano())
 	if resp := do(t, "GET", srv.URL+"/"); resp.StatusCode != 429 {
 		t.Fatalf("over the full quota under a reduction: %d, want 429", resp.StatusCode)
+	}
+}
+
+// TestRejectStatus: a Plan's Reject must carry an error status; any other
+// is answered 500, never written as given (0 would panic in net/http).
+func TestRejectStatus(t *testing.T) {
+	for _, status := range []int{0, 200, 999} {
+		srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{Pattern: "/",
+			Plan: func(r *http.Request) (string, httplimit.Plan, error) {
+				return "", httplimit.Plan{}, &httplimit.Reject{Status: status}
+			}}}}, ok)
+		if resp := do(t, "GET", srv.URL); resp.StatusCode != 500 {
+			t.Errorf("Reject{Status: %d}: %d, want 500", status, resp.StatusCode)
+		}
 	}
 }

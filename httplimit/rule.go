@@ -65,14 +65,27 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 	if len(r.key) == 0 {
 		r.key = []KeyPart{ClientIP()}
 	}
-	if r.maxBody <= 0 {
+	for i, k := range r.key {
+		if k == nil {
+			return fail(fmt.Errorf("key part %d is nil", i))
+		}
+	}
+	switch {
+	case in.MaxBodyBytes < 0:
+		return fail(fmt.Errorf("max body bytes %d is negative (0: the default, 10 MiB)", in.MaxBodyBytes))
+	case in.MaxBodyBytes == 0:
 		r.maxBody = 10 << 20
 	}
-	if in.FailureMode == floodgate.FailToLocal && local == nil {
+	switch {
+	case in.FailureMode > floodgate.FailToLocal:
+		return fail(fmt.Errorf("unknown failure mode %d", in.FailureMode))
+	case in.FailureMode == floodgate.FailToLocal && local == nil:
 		return fail(fmt.Errorf("fail-to-local needs Config.Local"))
+	case in.LocalShare < 0 || in.LocalShare > 1:
+		return fail(fmt.Errorf("local share %v is outside (0, 1] (0: the default, 1)", in.LocalShare))
 	}
 	share := in.LocalShare
-	if share <= 0 || share > 1 {
+	if share == 0 {
 		share = 1
 	}
 	r.build = func(ps []floodgate.Policy) (*limits, error) {
