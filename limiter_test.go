@@ -40,6 +40,7 @@ func TestPolicyValidate(t *testing.T) {
 		"name with brace": {func(p *floodgate.Policy) { p.Name = "a{b}" }, "character '{'"},
 		"name with quote": {func(p *floodgate.Policy) { p.Name = `a"b` }, `character '"'`},
 		"too precise":     {func(p *floodgate.Policy) { p.Quota, p.Window = 1e9, 24*time.Hour }, "2^53"},
+		"slots, no quota": {func(p *floodgate.Policy) { *p = floodgate.Policy{Name: "f", Unit: floodgate.ConcurrentRequests} }, "quota must be positive"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := good
@@ -49,6 +50,10 @@ func TestPolicyValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want ErrInvalidPolicy mentioning %q", err, tc.msg)
 			}
 		})
+	}
+	// An in-flight cap needs only a name and a quota.
+	if err := (floodgate.Policy{Name: "inflight", Quota: 2, Unit: floodgate.ConcurrentRequests}).Validate(); err != nil {
+		t.Fatal(err)
 	}
 	// A fixed window has no products, so huge quotas over long windows are fine.
 	big := floodgate.Policy{Name: "day", Algorithm: floodgate.FixedWindow, Quota: 1e12, Window: 24 * time.Hour}

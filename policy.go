@@ -127,7 +127,8 @@ type Policy struct {
 	// have no burst, so Validate rejects a Burst on them rather than ignore it.
 	Burst int64
 	// Unit is what Quota counts. ConcurrentRequests policies are enforced by
-	// the HTTP middleware's in-flight slots; Quota is then the slot count.
+	// the HTTP middleware's in-flight slots; Quota is then the slot count,
+	// and Algorithm, Window and Burst are unused (they may be zero).
 	Unit Unit
 }
 
@@ -156,14 +157,22 @@ func (p Policy) Validate() error {
 	if err := validName(p.Name); err != nil {
 		return fmt.Errorf("%w: policy %q: %v", ErrInvalidPolicy, p.Name, err)
 	}
-	if p.Algorithm == 0 {
-		return fail("no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
-	}
 	if int(p.Algorithm) >= len(algorithmNames) {
 		return fail("unknown algorithm %d", p.Algorithm)
 	}
 	if int(p.Unit) >= len(unitNames) {
 		return fail("unknown unit %d", p.Unit)
+	}
+	if p.Unit == ConcurrentRequests {
+		// A cap on requests in flight is a count, not a rate: there is no
+		// algorithm, window or burst to check.
+		if p.Quota <= 0 {
+			return fail("quota must be positive, got %d", p.Quota)
+		}
+		return nil
+	}
+	if p.Algorithm == 0 {
+		return fail("no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
 	}
 	if p.Quota <= 0 {
 		return fail("quota must be positive, got %d", p.Quota)

@@ -385,7 +385,7 @@ func (v *validator) policies() {
 		}
 		switch {
 		case p.Unit == floodgate.ConcurrentRequests && !v.has(f+".window"):
-			p.Window = time.Second // slots have no window; Policy wants one
+			// slots have no window
 		case !v.has(f + ".window"):
 			bad("", "window is required, e.g. window: 1m")
 		case spec.Window.D() < time.Millisecond:

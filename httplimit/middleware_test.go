@@ -449,7 +449,7 @@ func TestConcurrencySlots(t *testing.T) {
 	})
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
 		Pattern:  "/",
-		Policies: []floodgate.Policy{{Name: "inflight", Algorithm: floodgate.FixedWindow, Quota: 2, Window: time.Second, Unit: floodgate.ConcurrentRequests}},
+		Policies: []floodgate.Policy{{Name: "inflight", Quota: 2, Unit: floodgate.ConcurrentRequests}},
 	}}}, h)
 	entered.Add(2)
 	var wg sync.WaitGroup
