@@ -67,6 +67,12 @@ type Config struct {
 	// IPv6PrefixBits is the grouping prefix length (1–128); 0 means
 	// DefaultIPv6PrefixBits. Ignored unless GroupIPv6 is set.
 	IPv6PrefixBits int
+	// TrustSocketPeers counts a peer without an IP address, as on a
+	// Unix-socket listener (RemoteAddr "@" or ""), as a trusted proxy, so
+	// that Sources are believed: set it when only your local proxy can
+	// reach the socket. Without it such a request has no client address
+	// (ErrNoPeer).
+	TrustSocketPeers bool
 }
 
 type source struct {
@@ -80,6 +86,7 @@ type Resolver struct {
 	trusted []netip.Prefix
 	sources []source
 	v6bits  int // 0: no grouping
+	socket  bool
 }
 
 // ErrNoPeer is returned when the request's RemoteAddr is not an IP address
@@ -89,7 +96,7 @@ var ErrNoPeer = errors.New("clientip: RemoteAddr is not an IP address")
 // New builds a Resolver. It fails on a malformed proxy address or CIDR, an
 // unknown or repeated Source, or an IPv6 prefix length outside 1–128.
 func New(cfg Config) (*Resolver, error) {
-	r := &Resolver{}
+	r := &Resolver{socket: cfg.TrustSocketPeers}
 	nets := make([]net.IPNet, 0, len(cfg.TrustedProxies))
 	for _, s := range cfg.TrustedProxies {
 		p, err := ParsePrefix(strings.TrimSpace(s))
@@ -216,20 +223,31 @@ func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
 func (r *Resolver) clientIP(req *http.Request) (netip.Addr, string, error) {
 	peer, text, ok := parsePeer(req.RemoteAddr)
 	if !ok {
-		return netip.Addr{}, "", ErrNoPeer
-	}
-	if len(r.sources) == 0 || !r.isTrusted(peer) {
-		return peer, text, nil
-	}
-	for _, s := range r.sources {
-		if len(req.Header[s.header]) > 0 { // the first source present decides
-			if a, ok := parseAddr(s.strat.ClientIP(req.Header, req.RemoteAddr)); ok {
+		if r.socket && !strings.Contains(req.RemoteAddr, ":") {
+			if a, ok := r.forwarded(req); ok {
 				return a, "", nil
 			}
-			break
 		}
+		return netip.Addr{}, "", ErrNoPeer
+	}
+	if !r.isTrusted(peer) {
+		return peer, text, nil
+	}
+	if a, ok := r.forwarded(req); ok {
+		return a, "", nil
 	}
 	return peer, text, nil
+}
+
+// forwarded is the client address the first configured Source present in
+// req gives, if it gives a valid one.
+func (r *Resolver) forwarded(req *http.Request) (netip.Addr, bool) {
+	for _, s := range r.sources {
+		if len(req.Header[s.header]) > 0 { // the first source present decides
+			return parseAddr(s.strat.ClientIP(req.Header, req.RemoteAddr))
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // Key returns the rate-limit key for req: the client address, or with

@@ -122,6 +122,34 @@ func TestNoPeer(t *testing.T) {
 	}
 }
 
+// TestSocketPeers: with TrustSocketPeers, a Unix-socket peer is a trusted
+// proxy, so its X-Forwarded-For names the client; without it, or without
+// a usable header, or for a TCP address that does not parse, no address.
+func TestSocketPeers(t *testing.T) {
+	r := mustNew(t, Config{TrustSocketPeers: true, TrustedProxies: []string{"10.0.0.0/8"}})
+	for _, tc := range []struct{ peer, xff, want string }{
+		{"@", "198.51.100.7", "198.51.100.7"},
+		{"", "198.51.100.7, 10.0.0.2", "198.51.100.7"},
+		{"@", "", ""},
+		{"@", "garbage", ""},
+		{"example.com:80", "198.51.100.7", ""},
+	} {
+		req := request(tc.peer)
+		if tc.xff != "" {
+			req.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if k := r.Key(req); k != tc.want {
+			t.Errorf("peer %q, X-Forwarded-For %q: key %q, want %q", tc.peer, tc.xff, k, tc.want)
+		}
+	}
+	untrusting := mustNew(t, Config{})
+	req := request("@")
+	req.Header.Set("X-Forwarded-For", "198.51.100.7")
+	if k := untrusting.Key(req); k != "" {
+		t.Errorf("socket peer not trusted: key %q, want none", k)
+	}
+}
+
 func TestKey(t *testing.T) {
 	plain := mustNew(t, Config{})
 	g64 := mustNew(t, Config{GroupIPv6: true})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate"
@@ -257,6 +258,8 @@ type Middleware struct {
 	blocker  Blocker
 	capacity Capacity
 	logger   *slog.Logger
+
+	lastNoPeer atomic.Int64 // when an unknown client address was last logged, Unix ns
 }
 
 // New validates cfg and builds the Middleware. Errors name the rule and
@@ -426,6 +429,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			next.ServeHTTP(w, r)
 			return
 		}
+	} else if now := time.Now().UnixNano(); now-m.lastNoPeer.Load() >= int64(time.Minute) {
+		m.lastNoPeer.Store(now)
+		m.logger.Warn("client address unknown: requests keyed by client IP share one partition (behind a proxy on a Unix socket, set clientip.Config.TrustSocketPeers)",
+			slog.String("remote_addr", r.RemoteAddr), slog.String("rule", ru.name))
 	}
 	if len(m.tokens) > 0 && m.tokenOK(r.Header.Get(m.bypass.Header)) {
 		m.metrics.bypass(ru.name, "token")

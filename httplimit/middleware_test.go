@@ -792,3 +792,50 @@ func TestRejectStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownClientAddress: requests without a client address (a Unix
+// socket's "@") share one partition, and the middleware says so in its
+// log, once a minute rather than per request; TrustSocketPeers lets a
+// local proxy's X-Forwarded-For name the client instead.
+func TestUnknownClientAddress(t *testing.T) {
+	st := memorystore.New()
+	defer st.Close()
+	var logs strings.Builder
+	rule := httplimit.Rule{Pattern: "/", Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}
+	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Rules: []httplimit.Rule{rule}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Wrap(ok)
+	var codes []int
+	for _, xff := range []string{"198.51.100.1", "198.51.100.2"} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = "@"
+		req.Header.Set("X-Forwarded-For", xff)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		codes = append(codes, rec.Code)
+	}
+	if fmt.Sprint(codes) != "[200 429]" || strings.Count(logs.String(), "client address unknown") != 1 {
+		t.Fatalf("socket peer, not trusted: %v; log:\n%s", codes, logs.String())
+	}
+
+	trusting, _ := clientip.New(clientip.Config{TrustSocketPeers: true})
+	mw, err = httplimit.New(httplimit.Config{Store: st, ClientIP: trusting, Logger: quiet, Rules: []httplimit.Rule{{Name: "t", Pattern: "/", Policies: rule.Policies}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = mw.Wrap(ok)
+	codes = nil
+	for _, xff := range []string{"198.51.100.3", "198.51.100.4", "198.51.100.3"} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = "@"
+		req.Header.Set("X-Forwarded-For", xff)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		codes = append(codes, rec.Code)
+	}
+	if fmt.Sprint(codes) != "[200 200 429]" {
+		t.Fatalf("socket peer, trusted: %v, want each client its own partition", codes)
+	}
+}
