@@ -8,7 +8,7 @@
 // the strategies of github.com/realclientip/realclientip-go; anything that
 // cannot be read (garbage, "unknown", obfuscated Forwarded nodes, every hop
 // trusted) falls back to the peer rather than being skipped (digest §3.4,
-// §3.5 in spec/ratelimit-headers.md).
+// §3.5 in docs/ratelimit-headers.md).
 //
 // Addresses are normalised before keying: IPv4-mapped IPv6 becomes IPv4,
 // zones and ports are dropped. With Config.GroupIPv6 an IPv6 client is keyed

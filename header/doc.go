@@ -11,9 +11,9 @@
 //     Dictionary, and Detect, which identifies the dialect a response uses;
 //   - RFC 9457 problem details with the draft-11 problem types.
 //
-// Section references ("digest §1.2") point to spec/ratelimit-headers.md, the
+// Section references ("digest §1.2") point to docs/ratelimit-headers.md, the
 // project's digest of the draft and neighbouring RFCs; vector IDs ("pol-12")
-// to spec/header-vectors.json, which the tests run in full.
+// to header/testdata/header-vectors.json, which the tests run in full.
 //
 // Units: quotas and remaining values are in the policy's quota unit
 // (requests by default); every time value in the draft fields is whole

@@ -839,3 +839,33 @@ func TestUnknownClientAddress(t *testing.T) {
 		t.Fatalf("socket peer, trusted: %v, want each client its own partition", codes)
 	}
 }
+
+// TestInnerLayerReplacesFields: behind two middlewares the inner one's
+// fields replace the outer one's, its warning included, so a response
+// never mixes fields of two policies.
+func TestInnerLayerReplacesFields(t *testing.T) {
+	st := memorystore.New()
+	defer st.Close()
+	layer := func(p floodgate.Policy) *httplimit.Middleware {
+		mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{p}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mw
+	}
+	outer := layer(policy("outer", floodgate.FixedWindow, 1, time.Hour)) // 1 of 1 used: a warning
+	inner := layer(policy("inner", floodgate.FixedWindow, 100, time.Hour))
+	rec := httptest.NewRecorder()
+	outer.Wrap(inner.Wrap(ok)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	h := rec.Header()
+	if h.Get("RateLimit-Policy") != `"inner";q=100;w=3600` || h.Get("X-RateLimit-Limit") != "100" || h.Values("X-RateLimit-Warning") != nil {
+		t.Fatalf("fields behind two layers: %v", h)
+	}
+	// Alone, a layer like the outer one does send the warning that the
+	// inner one dropped.
+	rec = httptest.NewRecorder()
+	layer(policy("alone", floodgate.FixedWindow, 1, time.Hour)).Wrap(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if !strings.Contains(rec.Header().Get("X-RateLimit-Warning"), `"alone": 1 of 1 used`) {
+		t.Fatalf("outer alone: %v", rec.Header())
+	}
+}

@@ -9,15 +9,9 @@ import (
 	"strings"
 )
 
-// pattern is a parsed route pattern in the syntax of Go 1.22's
-// http.ServeMux: "[METHOD ][HOST]/[PATH]", where a path segment is a
-// literal, a {name} wildcard (one segment), a final {name...} (the rest),
-// or a final {$} (the path ends there); a path ending in "/" matches
-// everything below it. Deliberate differences, so that a limit is not
-// dodged by respelling a path: an exact pattern such as "/login" also
-// matches "/login/", and see match for case and ";parameters". Unlike ServeMux, rules are tried in order and the
-// first match wins, so there is no precedence to compute and no conflict
-// to reject.
+// pattern is a parsed route pattern. The package doc gives its syntax and
+// how matching differs from ServeMux's: looser, so that a limit is not
+// dodged by respelling a path, and in order, the first match winning.
 type pattern struct {
 	raw    string
 	method string
@@ -177,7 +171,8 @@ func parsePattern(s string) (*pattern, error) {
 // methods compare without regard to case, and ";parameters" are dropped
 // from segments, so a client cannot slip past a rule by spelling a path
 // the way some other server would still route to it ("/LOGIN",
-// "/login;x", "post"). Erring this way limits more, never less.
+// "/login;x", "post"). For a rule this errs towards limiting more; for a
+// skip, towards skipping more.
 func (p *pattern) match(r *http.Request) bool {
 	if p.method != "" && !strings.EqualFold(p.method, r.Method) && !(p.method == http.MethodGet && strings.EqualFold(r.Method, http.MethodHead)) {
 		return false

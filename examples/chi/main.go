@@ -1,5 +1,5 @@
 // Command chi uses Floodgate as chi middleware: writes are limited more
-// tightly than reads, each per client IP and route.
+// tightly than reads, writes per client IP and route, reads per client IP.
 //
 //	go run ./examples/chi
 //	curl -i -X POST localhost:8080/articles

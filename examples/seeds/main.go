@@ -55,8 +55,9 @@ func newHandler(store floodgate.Store) (http.Handler, error) {
 			{
 				Name: "ip", Pattern: "/",
 				Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
-				// Under /api/ the per-key limit below sets the same fields
-				// again, so there clients see and follow the per-key quota.
+				// Under /api/ the per-key limit below sets the fields again
+				// (and drops this rule's warning), so there clients see and
+				// follow the per-key quota.
 			},
 		},
 	})
