@@ -81,8 +81,9 @@ type Rule struct {
 	// FailureMode is what happens while the store fails (S3); default
 	// FailClosed, answered with 503.
 	FailureMode floodgate.FailureMode
-	// LocalShare is the share of each quota enforced locally with
-	// FailToLocal (e.g. 1/replicas); default 1.
+	// LocalShare is the share of each quota, and of each
+	// concurrent-requests policy's slots, enforced locally with FailToLocal
+	// (e.g. 1/replicas); in (0, 1], 0 meaning 1.
 	LocalShare float64
 	// MaxBodyBytes caps a body of unknown length read under ContentBytes
 	// policies; reading past it fails the read. Default 10 MiB.
@@ -220,9 +221,10 @@ type Config struct {
 	// WarnAt sends X-RateLimit-Warning once this share of any policy is
 	// used (H6); default 0.9, negative disables.
 	WarnAt float64
-	// OnReject, if set, writes the 429 response in place of the default
-	// problem+json body. The rate-limit fields and Retry-After are already
-	// set on w when it runs.
+	// OnReject, if set, writes the 429 response of a limit's refusal in
+	// place of the default problem+json body. The rate-limit fields and
+	// Retry-After are already set on w when it runs. Blocker's refusals
+	// keep their own problem type.
 	OnReject func(w http.ResponseWriter, r *http.Request, d floodgate.Decision)
 	// Metrics receives counters and latencies; nil records nothing. See
 	// NewMetrics.
@@ -543,11 +545,23 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 
 	for _, sp := range lim.slots {
 		rel, free, got, err := lim.slotStore.Acquire(ctx, key, sp, lim.lease)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			m.metrics.storeError(ru.name)
-			if ru.failure == floodgate.FailOpen || ru.failure == floodgate.FailToLocal {
-				continue
+			if lim.localSlots != nil {
+				// This instance's share of the slots, as FailToLocal scales
+				// the rate policies.
+				local := sp
+				local.Quota = max(1, int64(float64(sp.Quota)*lim.localShare))
+				rel, free, got, err = lim.localSlots.Acquire(ctx, key, local, lim.lease)
 			}
+		}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			contextEnded(w, ctx)
+			return release, false
+		case err != nil && ru.failure == floodgate.FailOpen:
+			continue
+		case err != nil:
 			m.unavailable(w, r, ru, err)
 			return release, false
 		}
@@ -660,12 +674,7 @@ func (m *Middleware) take(w http.ResponseWriter, r *http.Request, ru *rule, l *f
 			header.Problem{Title: "Bad Request", Status: 400, Detail: err.Error()}.Write(w)
 			return d, latency, true
 		case err != nil && ctx.Err() != nil:
-			// The request's context ended first: either the client left
-			// and nobody reads this, or a deadline of the server's own
-			// passed, and its client is owed an answer.
-			w.Header()[header.FieldRetryAfter] = []string{"1"}
-			header.Problem{Title: "Service Unavailable", Status: 503,
-				Detail: "the request's context ended before its rate limit was decided: " + ctx.Err().Error()}.Write(w)
+			contextEnded(w, ctx)
 			return d, latency, true
 		case err != nil:
 			m.metrics.storeError(ru.name)

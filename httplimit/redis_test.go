@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/redisstore"
 )
@@ -66,7 +67,8 @@ func slowOrOK() http.Handler {
 }
 
 // TestDeadRedis: with nothing listening where Redis should be, fail-open
-// admits and fail-closed answers 503, never 429 (S3).
+// admits, fail-closed answers 503, never 429 (S3), and fail-to-local
+// holds in-flight slots locally, this instance's share of them.
 func TestDeadRedis(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -81,10 +83,34 @@ func TestDeadRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := []floodgate.Policy{policy("p", floodgate.GCRA, 5, time.Second)}
-	srv := serve(t, httplimit.Config{Store: st, Rules: []httplimit.Rule{
+	local := memorystore.New()
+	defer local.Close()
+	inflight := []floodgate.Policy{{Name: "inflight", Quota: 4, Unit: floodgate.ConcurrentRequests}}
+	srv := serve(t, httplimit.Config{Store: st, Local: local, Rules: []httplimit.Rule{
 		{Pattern: "/open", Policies: p, FailureMode: floodgate.FailOpen},
 		{Pattern: "/closed", Policies: p, FailureMode: floodgate.FailClosed},
-	}}, ok)
+		{Pattern: "/local", Policies: inflight, FailureMode: floodgate.FailToLocal, LocalShare: 0.5},
+	}}, slowOrOK())
+	// Three at once against a local share of 4 × 0.5 = 2 slots.
+	codes := make(chan int, 3)
+	for range 3 {
+		go func() {
+			resp, err := http.Get(srv.URL + "/local?ms=300")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	got := map[int]int{}
+	for range 3 {
+		got[<-codes]++
+	}
+	if got[200] != 2 || got[429] != 1 {
+		t.Fatalf("fail-to-local slots, 3 at once: %v, want two 200 and one 429", got)
+	}
 	for range 3 {
 		if resp := do(t, "GET", srv.URL+"/open"); resp.StatusCode != 200 {
 			t.Fatalf("fail-open: %d", resp.StatusCode)

@@ -208,6 +208,15 @@ func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, ru *rul
 	}.Write(w)
 }
 
+// contextEnded answers a request whose context ended before its limits
+// were decided: either its client left and nobody reads this, or a
+// deadline of the server's own passed, and the client is owed an answer.
+func contextEnded(w http.ResponseWriter, ctx context.Context) {
+	w.Header()[header.FieldRetryAfter] = []string{"1"}
+	header.Problem{Title: "Service Unavailable", Status: 503,
+		Detail: "the request's context ended before its rate limit was decided: " + ctx.Err().Error()}.Write(w)
+}
+
 func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *floodgate.Decision, retryAfter int64, level slog.Level, msg string) {
 	m.logger.LogAttrs(ctx, level, msg,
 		slog.String("rule", ru.name),

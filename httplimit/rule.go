@@ -36,6 +36,10 @@ type limits struct {
 	slots     []floodgate.Policy // ConcurrentRequests policies
 	slotStore floodgate.Slots
 	lease     time.Duration
+	// With FailToLocal: where slots are held while slotStore fails, and
+	// the share of each slot policy's quota held there.
+	localSlots floodgate.Slots
+	localShare float64
 
 	// policyValue is RateLimit-Policy, the same on every response. Sharing
 	// the slice is safe: len == cap, so an Add on it copies.
@@ -93,7 +97,15 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 		if in.FailureMode == floodgate.FailToLocal {
 			opts = append(opts, floodgate.WithLocalFallback(local, share))
 		}
-		return newLimits(ps, store, opts)
+		l, err := newLimits(ps, store, opts)
+		if err != nil || in.FailureMode != floodgate.FailToLocal || len(l.slots) == 0 {
+			return l, err
+		}
+		if l.localSlots, _ = local.(floodgate.Slots); l.localSlots == nil {
+			return nil, fmt.Errorf("fail-to-local with concurrent-requests policies needs a Config.Local with slots, %T has none", local)
+		}
+		l.localShare = share
+		return l, nil
 	}
 	if in.Plan == nil || len(in.Policies) > 0 {
 		if r.static, err = r.build(in.Policies); err != nil {
