@@ -800,43 +800,35 @@ func TestRejectStatus(t *testing.T) {
 func TestUnknownClientAddress(t *testing.T) {
 	st := memorystore.New()
 	defer st.Close()
-	var logs strings.Builder
 	rule := httplimit.Rule{Pattern: "/", Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}
-	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Rules: []httplimit.Rule{rule}})
-	if err != nil {
-		t.Fatal(err)
+	// codes sends one request per X-Forwarded-For value from the socket
+	// peer "@" and returns the statuses.
+	codes := func(cfg httplimit.Config, xffs ...string) string {
+		cfg.Store, cfg.Rules = st, []httplimit.Rule{rule}
+		mw, err := httplimit.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for _, xff := range xffs {
+			req := httptest.NewRequest("GET", "/", nil)
+			req.RemoteAddr = "@"
+			req.Header.Set("X-Forwarded-For", xff)
+			rec := httptest.NewRecorder()
+			mw.Wrap(ok).ServeHTTP(rec, req)
+			got = append(got, rec.Code)
+		}
+		return fmt.Sprint(got)
 	}
-	h := mw.Wrap(ok)
-	var codes []int
-	for _, xff := range []string{"198.51.100.1", "198.51.100.2"} {
-		req := httptest.NewRequest("GET", "/", nil)
-		req.RemoteAddr = "@"
-		req.Header.Set("X-Forwarded-For", xff)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		codes = append(codes, rec.Code)
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	if got := codes(httplimit.Config{Logger: logger}, "198.51.100.1", "198.51.100.2"); got != "[200 429]" ||
+		strings.Count(logs.String(), "client address unknown") != 1 {
+		t.Fatalf("socket peer, not trusted: %v; log:\n%s", got, logs.String())
 	}
-	if fmt.Sprint(codes) != "[200 429]" || strings.Count(logs.String(), "client address unknown") != 1 {
-		t.Fatalf("socket peer, not trusted: %v; log:\n%s", codes, logs.String())
-	}
-
 	trusting, _ := clientip.New(clientip.Config{TrustSocketPeers: true})
-	mw, err = httplimit.New(httplimit.Config{Store: st, ClientIP: trusting, Logger: quiet, Rules: []httplimit.Rule{{Name: "t", Pattern: "/", Policies: rule.Policies}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h = mw.Wrap(ok)
-	codes = nil
-	for _, xff := range []string{"198.51.100.3", "198.51.100.4", "198.51.100.3"} {
-		req := httptest.NewRequest("GET", "/", nil)
-		req.RemoteAddr = "@"
-		req.Header.Set("X-Forwarded-For", xff)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		codes = append(codes, rec.Code)
-	}
-	if fmt.Sprint(codes) != "[200 200 429]" {
-		t.Fatalf("socket peer, trusted: %v, want each client its own partition", codes)
+	if got := codes(httplimit.Config{Logger: quiet, ClientIP: trusting}, "198.51.100.3", "198.51.100.4", "198.51.100.3"); got != "[200 200 429]" {
+		t.Fatalf("socket peer, trusted: %v, want each client its own partition", got)
 	}
 }
 
