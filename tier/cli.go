@@ -141,6 +141,14 @@ func TiersSet(ctx context.Context, db DB, name string, policies []floodgate.Poli
 		return fmt.Errorf("tier: tiers set: %w", err)
 	}
 	for i, p := range policies {
+		if p.Unit == floodgate.ConcurrentRequests {
+			// tier_policies wants an algorithm and a window on every row;
+			// an in-flight cap uses neither, so any valid pair will do.
+			if p.Algorithm == 0 {
+				p.Algorithm = floodgate.FixedWindow
+			}
+			p.Window = max(p.Window, time.Second)
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO tier_policies (tier, position, name, algorithm, quota, window_ms, burst, unit)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 			name, i, p.Name, p.Algorithm.String(), p.Quota, p.Window.Milliseconds(), p.Burst, p.Unit.String()); err != nil {
@@ -248,6 +256,10 @@ func FormatPolicies(ps []floodgate.Policy) string {
 	for i, p := range ps {
 		if i > 0 {
 			b.WriteString("; ")
+		}
+		if p.Unit == floodgate.ConcurrentRequests {
+			fmt.Fprintf(&b, "name=%s,quota=%d,unit=%s", p.Name, p.Quota, p.Unit) // no window or algorithm to speak of
+			continue
 		}
 		fmt.Fprintf(&b, "name=%s,quota=%d,window=%s,algorithm=%s", p.Name, p.Quota, p.Window, p.Algorithm)
 		if p.Burst > 0 {

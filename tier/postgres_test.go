@@ -333,5 +333,14 @@ func TestPostgres(t *testing.T) {
 		if err := tier.TiersSet(ctx, pool, "bad", []floodgate.Policy{{Name: "x", Algorithm: floodgate.FixedWindow, Quota: 1, Window: 1500 * time.Microsecond}}, io.Discard); err == nil {
 			t.Fatal("a window of 1.5 ms was stored")
 		}
+		// An in-flight cap needs no window or algorithm, though every row
+		// of tier_policies holds one.
+		out.Reset()
+		if err := tier.TiersSet(ctx, pool, "capped", []floodgate.Policy{{Name: "inflight", Quota: 4, Unit: floodgate.ConcurrentRequests}}, &out); err != nil {
+			t.Fatal(err)
+		}
+		if err := tier.TiersList(ctx, pool, &out); err != nil || !strings.Contains(out.String(), "capped  0     name=inflight,quota=4,unit=concurrent-requests\n") {
+			t.Fatalf("in-flight cap stored and listed: %v\n%s", err, out.String())
+		}
 	})
 }
