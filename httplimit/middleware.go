@@ -483,6 +483,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 func (m *Middleware) planFailed(w http.ResponseWriter, r *http.Request, ru *rule, next http.Handler, err error) {
 	var rej *Reject
 	switch {
+	case r.Context().Err() != nil && !errors.As(err, &rej):
+		contextEnded(w, r.Context()) // not the plan source's failure
 	case errors.As(err, &rej) && (rej.Status < 400 || rej.Status > 599):
 		m.logger.Error("plan rejected a request with a status that is not an error", slog.String("rule", ru.name), slog.Int("status", rej.Status))
 		header.Problem{Title: "Internal Server Error", Status: 500,

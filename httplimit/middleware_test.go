@@ -414,12 +414,18 @@ func TestThrottle(t *testing.T) {
 
 // TestContextEndedBeforeDecision: a request whose context has already
 // ended is neither admitted nor left without an answer: 503, and the
-// handler does not run.
+// handler does not run, whether the decision was a rate policy's, a
+// slot's or a plan's (whose source fails only because of the context),
+// and even where store failures fail open.
 func TestContextEndedBeforeDecision(t *testing.T) {
 	st := memorystore.New()
 	defer st.Close()
 	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
-		{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 10, time.Second)}},
+		{Pattern: "/rate", FailureMode: floodgate.FailOpen, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 10, time.Second)}},
+		{Pattern: "/slot", FailureMode: floodgate.FailOpen, Policies: []floodgate.Policy{{Name: "inflight", Quota: 1, Unit: floodgate.ConcurrentRequests}}},
+		{Pattern: "/plan", FailureMode: floodgate.FailOpen, Plan: func(r *http.Request) (string, httplimit.Plan, error) {
+			return "", httplimit.Plan{}, r.Context().Err()
+		}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -428,11 +434,13 @@ func TestContextEndedBeforeDecision(t *testing.T) {
 	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true }))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil).WithContext(ctx))
-	if rec.Code != 503 || ran || rec.Header().Get("Content-Type") != "application/problem+json" ||
-		!strings.Contains(rec.Body.String(), "context ended before its rate limit was decided: context canceled") {
-		t.Fatalf("ended context: %d, handler ran %v, %s %s", rec.Code, ran, rec.Header().Get("Content-Type"), rec.Body)
+	for _, path := range []string{"/rate", "/slot", "/plan"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil).WithContext(ctx))
+		if rec.Code != 503 || ran || rec.Header().Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(rec.Body.String(), "context ended before its rate limit was decided: context canceled") {
+			t.Fatalf("%s, ended context: %d, handler ran %v, %s %s", path, rec.Code, ran, rec.Header().Get("Content-Type"), rec.Body)
+		}
 	}
 }
 
