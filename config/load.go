@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,7 +109,7 @@ func Parse(file string, data []byte) (*Config, error) {
 			e.Line, _ = strconv.Atoi(m[1])
 			e.Msg = m[2]
 		}
-		if line, ref := envInFlow(data); line > 0 {
+		if line, ref, ok := unquotedEnv(data); ok {
 			// The YAML parser's own message ("did not find expected ','
 			// or '}'") says nothing of the cause, nor always the line.
 			e.Line = line
@@ -134,10 +135,33 @@ func Parse(file string, data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// envInFlow finds the first ${...} written unquoted inside a YAML flow
-// collection ({...} or [...]), where its braces end the collection early,
-// and returns its line (0 if none) and the reference as written.
-func envInFlow(data []byte) (line int, ref string) {
+// unquotedEnv explains a YAML syntax error caused by a ${...} written
+// unquoted inside a flow collection ({...} or [...]), where its braces end
+// the collection early. It returns the first such reference and its line
+// only if the file parses once every one of them is replaced by a plain
+// word, so a file broken some other way keeps the parser's own message.
+func unquotedEnv(data []byte) (line int, ref string, ok bool) {
+	fixed := data
+	for range 100 {
+		l, at, n := envInFlow(fixed)
+		if at < 0 {
+			break
+		}
+		if ref == "" {
+			line, ref = l, string(fixed[at:at+n])
+		}
+		fixed = slices.Concat(fixed[:at], []byte("ENV"), fixed[at+n:])
+	}
+	var n yaml.Node
+	if ref == "" || yaml.Unmarshal(fixed, &n) != nil {
+		return 0, "", false
+	}
+	return line, ref, true
+}
+
+// envInFlow finds the first ${...} that looks unquoted inside a flow
+// collection, and returns its line, offset and length (offset -1 if none).
+func envInFlow(data []byte) (line, at, n int) {
 	depth, quote := 0, byte(0)
 	line = 1
 	for i := 0; i < len(data); i++ {
@@ -163,12 +187,12 @@ func envInFlow(data []byte) (line int, ref string) {
 			if end < 0 || bytes.IndexByte(data[i:i+end], '\n') >= 0 {
 				end = 1
 			}
-			return line, string(data[i : i+end+1])
+			return line, i, end + 1
 		case c == '{' || c == '[':
 			depth++
 		case c == '}' || c == ']':
 			depth = max(depth-1, 0)
 		}
 	}
-	return 0, ""
+	return 0, -1, 0
 }

@@ -594,7 +594,9 @@ func TestNewErrors(t *testing.T) {
 		"nil key part":  {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Key: []httplimit.KeyPart{nil}, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"failure mode":  {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: 9, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"local share":   {Store: st, Local: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, LocalShare: 5, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"max body":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/", MaxBodyBytes: -1, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"local, no slots": {Store: st, Local: struct{ floodgate.Store }{st}, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal,
+			Policies: []floodgate.Policy{{Name: "inflight", Quota: 1, Unit: floodgate.ConcurrentRequests}}}}},
+		"max body": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", MaxBodyBytes: -1, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"same name": {Store: st, Rules: []httplimit.Rule{
 			{Name: "x", Pattern: "/a", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}},
 			{Name: "x", Pattern: "/b", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},

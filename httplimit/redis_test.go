@@ -90,7 +90,11 @@ func TestDeadRedis(t *testing.T) {
 		{Pattern: "/open", Policies: p, FailureMode: floodgate.FailOpen},
 		{Pattern: "/closed", Policies: p, FailureMode: floodgate.FailClosed},
 		{Pattern: "/local", Policies: inflight, FailureMode: floodgate.FailToLocal, LocalShare: 0.5},
+		{Pattern: "/open-slots", Policies: inflight, FailureMode: floodgate.FailOpen},
 	}}, slowOrOK())
+	if resp := do(t, "GET", srv.URL+"/open-slots"); resp.StatusCode != 200 {
+		t.Fatalf("fail-open slots: %d", resp.StatusCode)
+	}
 	// Three at once against a local share of 4 × 0.5 = 2 slots.
 	codes := make(chan int, 3)
 	for range 3 {
