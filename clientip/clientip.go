@@ -182,13 +182,21 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 
 // Peer returns req's socket peer, normalised as client addresses are, and
 // whether it is a trusted proxy. The address is the zero Addr when
-// RemoteAddr holds none.
+// RemoteAddr holds none; such a peer is trusted only as a socket peer
+// (Config.TrustSocketPeers).
 func (r *Resolver) Peer(req *http.Request) (netip.Addr, bool) {
 	a, _, ok := parsePeer(req.RemoteAddr)
 	if !ok {
-		return netip.Addr{}, false
+		return netip.Addr{}, r.trustedSocket(req.RemoteAddr)
 	}
 	return a, r.isTrusted(a)
+}
+
+// trustedSocket reports whether remote, a RemoteAddr that holds no IP
+// address, is a Unix socket's peer ("@" or "", never "host:port") that
+// Config.TrustSocketPeers trusts.
+func (r *Resolver) trustedSocket(remote string) bool {
+	return r.socket && !strings.Contains(remote, ":")
 }
 
 // isTrusted is Trusted for an address already normalised.
@@ -223,7 +231,7 @@ func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
 func (r *Resolver) clientIP(req *http.Request) (netip.Addr, string, error) {
 	peer, text, ok := parsePeer(req.RemoteAddr)
 	if !ok {
-		if r.socket && !strings.Contains(req.RemoteAddr, ":") {
+		if r.trustedSocket(req.RemoteAddr) {
 			if a, ok := r.forwarded(req); ok {
 				return a, "", nil
 			}

@@ -142,7 +142,16 @@ func TestSocketPeers(t *testing.T) {
 			t.Errorf("peer %q, X-Forwarded-For %q: key %q, want %q", tc.peer, tc.xff, k, tc.want)
 		}
 	}
+	if _, trusted := r.Peer(request("@")); !trusted {
+		t.Error("Peer: a socket peer is not trusted with TrustSocketPeers")
+	}
+	if _, trusted := r.Peer(request("example.com:80")); trusted {
+		t.Error("Peer: an unreadable TCP peer is trusted")
+	}
 	untrusting := mustNew(t, Config{})
+	if _, trusted := untrusting.Peer(request("@")); trusted {
+		t.Error("Peer: a socket peer is trusted without TrustSocketPeers")
+	}
 	req := request("@")
 	req.Header.Set("X-Forwarded-For", "198.51.100.7")
 	if k := untrusting.Key(req); k != "" {

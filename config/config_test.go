@@ -124,6 +124,7 @@ func TestParseErrors(t *testing.T) {
 		{"env in flow mapping", minimal + "admin: {listen: ':2', token: ${FG_SURELY_UNSET}}\n", "f.yaml:2: ${FG_SURELY_UNSET} inside { } or [ ] must be quoted, e.g. '${FG_SURELY_UNSET}': YAML reads its braces as the collection's"},
 		{"env in flow list", minimal + "# it's {here}\nbypass:\n  tokens: [\"a\", 'b',\n    x-${FG_T:-d}, ${FG_U}]\n", "f.yaml:5: ${FG_T:-d} inside { } or [ ] must be quoted, e.g. '${FG_T:-d}': YAML reads its braces as the collection's"},
 		{"env after another error", minimal + "rules:\n  - match: \"POST /login\"\n    policies: [login\nadmin:\n  token: ${FG_T:-}\n", "f.yaml:3: did not find expected ',' or ']'"},
+		{"burst zero, window algorithm", minimal + "policies: {a: {algorithm: fixed-window, quota: 10, window: 1s, burst: 0}}\n", "f.yaml:2: policies.a.burst: applies to token-bucket and gcra only, not fixed-window (use a second, shorter policy for a burst limit)"},
 		{"burst zero", minimal + "policies: {a: {algorithm: gcra, quota: 10, window: 1s, burst: 0}}\n", "f.yaml:2: policies.a.burst: must be at least 1 (it is the bucket size): burst: 1 spaces requests evenly, like nginx's burst=0; leave it out for burst = quota"},
 		{"two docs", minimal + "---\n" + minimal, "f.yaml:2: more than one YAML document; a configuration is one document"},
 		{"wrong type", "api: [1, 2]\n", "f.yaml:1: api: want a mapping of fields, got a list"},

@@ -391,14 +391,16 @@ func (v *validator) policies() {
 		case spec.Window.D() < time.Millisecond:
 			bad(".window", "must be at least 1ms, got %v", spec.Window.D())
 		}
-		if spec.Burst < 0 {
+		switch {
+		case !v.has(f + ".burst"):
+		case p.Algorithm != floodgate.TokenBucket && p.Algorithm != floodgate.GCRA && p.Algorithm != 0:
+			bad(".burst", "applies to token-bucket and gcra only, not %s (use a second, shorter policy for a burst limit)", p.Algorithm)
+		case spec.Burst < 0:
 			bad(".burst", "must not be negative, got %d", spec.Burst)
-		} else if spec.Burst == 0 && v.has(f+".burst") {
+		case spec.Burst == 0:
 			// The library reads Burst 0 as "= quota"; written out, it more
 			// likely means nginx's burst=0, requests evenly spaced.
 			bad(".burst", "must be at least 1 (it is the bucket size): burst: 1 spaces requests evenly, like nginx's burst=0; leave it out for burst = quota")
-		} else if spec.Burst > 0 && p.Algorithm != floodgate.TokenBucket && p.Algorithm != floodgate.GCRA && p.Algorithm != 0 {
-			bad(".burst", "applies to token-bucket and gcra only, not %s (use a second, shorter policy for a burst limit)", p.Algorithm)
 		}
 		if ok {
 			if err := p.Validate(); err != nil {

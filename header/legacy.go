@@ -15,6 +15,7 @@ const (
 	FieldXLimit     = "X-Ratelimit-Limit"     // legacy, H3
 	FieldXRemaining = "X-Ratelimit-Remaining" // legacy, H3
 	FieldXReset     = "X-Ratelimit-Reset"     // legacy, H3; epoch or delta seconds
+	FieldXWarning   = "X-Ratelimit-Warning"   // H6: a policy nearly spent
 	FieldLimit06    = "Ratelimit-Limit"       // draft-00…06
 	FieldRemaining6 = "Ratelimit-Remaining"   // draft-00…06
 	FieldReset06    = "Ratelimit-Reset"       // draft-00…06, delta seconds

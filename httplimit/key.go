@@ -31,7 +31,9 @@ func Route() KeyPart { return func(_ *http.Request, in Info) string { return in.
 
 // Method keys by the request method, upper-cased: patterns match methods
 // without regard to case, so "post" must not be a partition of its own.
-func Method() KeyPart { return func(r *http.Request, _ Info) string { return strings.ToUpper(r.Method) } }
+func Method() KeyPart {
+	return func(r *http.Request, _ Info) string { return strings.ToUpper(r.Method) }
+}
 
 // Host keys by the request's host, lower-cased and without a port.
 func Host() KeyPart {

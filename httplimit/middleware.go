@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -297,7 +298,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, fmt.Errorf("httplimit: unknown header style %d", cfg.Headers)
 	case cfg.ResetStyle > header.ResetDelta:
 		return nil, fmt.Errorf("httplimit: X-RateLimit-Reset is written as header.ResetEpoch or header.ResetDelta, not %v", cfg.ResetStyle)
-	case cfg.WarnAt > 1:
+	case cfg.WarnAt > 1 || math.IsNaN(cfg.WarnAt):
 		return nil, fmt.Errorf("httplimit: WarnAt %v is a share of the quota, at most 1 (negative: never)", cfg.WarnAt)
 	case cfg.Bypass.Header != "" && !header.IsToken(cfg.Bypass.Header):
 		return nil, fmt.Errorf("httplimit: bypass header %q is not a field name", cfg.Bypass.Header)
@@ -390,6 +391,9 @@ func alike(a, b floodgate.Policy) bool {
 
 // describe names a policy's settings for an error message.
 func describe(p floodgate.Policy) string {
+	if p.Unit == floodgate.ConcurrentRequests {
+		return fmt.Sprintf("%d in flight", p.Quota)
+	}
 	s := fmt.Sprintf("%s %d per %s", p.Algorithm, p.Quota, p.Window)
 	if p.Burst > 0 {
 		s += fmt.Sprintf(" burst %d", p.Burst)
@@ -431,8 +435,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			next.ServeHTTP(w, r)
 			return
 		}
-	} else if now := time.Now().UnixNano(); now-m.lastNoPeer.Load() >= int64(time.Minute) {
-		m.lastNoPeer.Store(now)
+	} else if now, last := time.Now().UnixNano(), m.lastNoPeer.Load(); now-last >= int64(time.Minute) && m.lastNoPeer.CompareAndSwap(last, now) {
 		m.logger.Warn("client address unknown: requests keyed by client IP share one partition (behind a proxy on a Unix socket, set clientip.Config.TrustSocketPeers)",
 			slog.String("remote_addr", r.RemoteAddr), slog.String("rule", ru.name))
 	}

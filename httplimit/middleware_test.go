@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -579,21 +580,23 @@ func TestNewErrors(t *testing.T) {
 	st := memorystore.New()
 	defer st.Close()
 	for name, cfg := range map[string]httplimit.Config{
-		"bad pattern":   {Store: st, Rules: []httplimit.Rule{{Pattern: "login", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"bad policy":    {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 0, time.Second)}}}},
-		"no policies":   {Store: st, Rules: []httplimit.Rule{{Pattern: "/"}}},
-		"throttle":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Mode: httplimit.Throttle, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"no store":      {},
-		"empty token":   {Store: st, Bypass: httplimit.Bypass{Tokens: []string{""}}},
-		"skip":          {Store: st, Skip: []string{"health"}},
-		"local missing": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"header style":  {Store: st, Headers: 9},
-		"reset style":   {Store: st, ResetStyle: header.ResetDate},
-		"warn at":       {Store: st, WarnAt: 90},
-		"bypass header": {Store: st, Bypass: httplimit.Bypass{Header: "bad header:"}},
-		"nil key part":  {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Key: []httplimit.KeyPart{nil}, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"failure mode":  {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: 9, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"local share":   {Store: st, Local: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, LocalShare: 5, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"bad pattern":     {Store: st, Rules: []httplimit.Rule{{Pattern: "login", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"bad policy":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 0, time.Second)}}}},
+		"no policies":     {Store: st, Rules: []httplimit.Rule{{Pattern: "/"}}},
+		"throttle":        {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Mode: httplimit.Throttle, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"no store":        {},
+		"empty token":     {Store: st, Bypass: httplimit.Bypass{Tokens: []string{""}}},
+		"skip":            {Store: st, Skip: []string{"health"}},
+		"local missing":   {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"header style":    {Store: st, Headers: 9},
+		"reset style":     {Store: st, ResetStyle: header.ResetDate},
+		"warn at":         {Store: st, WarnAt: 90},
+		"bypass header":   {Store: st, Bypass: httplimit.Bypass{Header: "bad header:"}},
+		"nil key part":    {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Key: []httplimit.KeyPart{nil}, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"failure mode":    {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: 9, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"local share":     {Store: st, Local: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, LocalShare: 5, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"local share NaN": {Store: st, Local: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, LocalShare: math.NaN(), Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"warn at NaN":     {Store: st, WarnAt: math.NaN()},
 		"local, no slots": {Store: st, Local: struct{ floodgate.Store }{st}, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal,
 			Policies: []floodgate.Policy{{Name: "inflight", Quota: 1, Unit: floodgate.ConcurrentRequests}}}}},
 		"max body": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", MaxBodyBytes: -1, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
@@ -842,9 +845,9 @@ func TestUnknownClientAddress(t *testing.T) {
 	}
 }
 
-// TestInnerLayerReplacesFields: behind two middlewares the inner one's
-// fields replace the outer one's, its warning included, so a response
-// never mixes fields of two policies.
+// TestInnerLayerReplacesFields: behind two middlewares of the same header
+// style the inner one's fields replace the outer one's, its warning
+// included, so the response does not mix fields of two policies.
 func TestInnerLayerReplacesFields(t *testing.T) {
 	st := memorystore.New()
 	defer st.Close()

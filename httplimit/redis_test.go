@@ -11,8 +11,8 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/redisstore"
 )
 

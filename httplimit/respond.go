@@ -110,18 +110,14 @@ func (hw *Headers) Set(h http.Header, policyValue []string, results []floodgate.
 	}
 	if hw.WarnAt > 0 && denied == nil {
 		if used := r.Policy.Quota - r.Remaining; float64(used) >= hw.WarnAt*float64(r.Policy.Quota) {
-			h[fieldWarning] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", r.Policy.Name, used, r.Policy.Quota)}
+			h[header.FieldXWarning] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", r.Policy.Name, used, r.Policy.Quota)}
 			return
 		}
 	}
 	// An outer middleware's warning would speak of a policy whose other
 	// fields were just replaced.
-	if _, ok := h[fieldWarning]; ok {
-		delete(h, fieldWarning)
-	}
+	delete(h, header.FieldXWarning)
 }
-
-const fieldWarning = "X-Ratelimit-Warning"
 
 // EffectiveWindow is t of draft-11 §3.2 for one result, in whole seconds:
 // for a denied policy, the seconds until the cost fits, so Retry-After (the

@@ -85,7 +85,7 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 		return fail(fmt.Errorf("unknown failure mode %d", in.FailureMode))
 	case in.FailureMode == floodgate.FailToLocal && local == nil:
 		return fail(fmt.Errorf("fail-to-local needs Config.Local"))
-	case in.LocalShare < 0 || in.LocalShare > 1:
+	case !(in.LocalShare >= 0 && in.LocalShare <= 1): // NaN too
 		return fail(fmt.Errorf("local share %v is outside (0, 1] (0: the default, 1)", in.LocalShare))
 	}
 	share := in.LocalShare
