@@ -217,10 +217,10 @@ func TestGatewayStreamsBodies(t *testing.T) {
 }
 
 func TestGatewayUpstreamDown(t *testing.T) {
-	up := httptest.NewServer(http.NotFoundHandler())
-	url := up.URL
-	up.Close()
-	f := start(t, fmt.Sprintf(baseConfig, url))
+	// Nothing serves port 1 (tcpmux) on a test machine. A port freed by closing a test
+	// server of our own could be taken meanwhile by another package's
+	// test server, as happened once.
+	f := start(t, fmt.Sprintf(baseConfig, "http://127.0.0.1:1"))
 	resp, body := testkit.Do(t, "POST", f.url(FaceGateway, "/login"), "")
 	if resp.StatusCode != 502 || resp.Header.Get("Content-Type") != header.ProblemContentType {
 		t.Fatalf("%d %s", resp.StatusCode, body)
