@@ -60,7 +60,7 @@ func (it Item) Pace(maxWindow time.Duration) (perSecond float64, ok bool) {
 	// Policies longer than the maximum window (a daily quota) do not pace
 	// alone: spreading them evenly would stall short bursts for no gain;
 	// their r and t still do.
-	if it.HasPolicy && it.Window > 0 && (ok || time.Duration(it.Window)*time.Second <= maxWindow) {
+	if it.HasPolicy && it.Window > 0 && (ok || it.Window <= int64(maxWindow/time.Second)) {
 		qw := float64(it.Quota) / float64(it.Window)
 		if !ok || qw < pace {
 			pace, ok = qw, true
@@ -260,15 +260,20 @@ func cached(h http.Header) bool {
 // among them the three of draft-11 (header.ProblemQuotaExceeded, ...).
 const ianaProblemTypes = "https://iana.org/assignments/http-problem-types#"
 
-// maxProblemBytes bounds how much of a problem+json body is read.
-const maxProblemBytes = 64 << 10
+// maxProblemBytes bounds how much of a problem+json body is read, and
+// problemWait how long reading it may take.
+const (
+	maxProblemBytes = 64 << 10
+	problemWait     = time.Second
+)
 
 // ReadProblem parses an RFC 9457 application/problem+json body, if resp
 // has one, and puts the bytes it read back in front of resp.Body so the
-// caller still sees the whole body. At most 64 KiB are examined. Members
-// of the wrong JSON type are ignored one by one (RFC 9457 §3), so a bad
-// "status" does not hide the type. It returns nil for other media types
-// or bodies that are not a JSON object.
+// caller still sees the whole body. At most 64 KiB are examined, for at
+// most a second: a body that stalls is handed back unparsed, so that it
+// holds up only its own reader. Members of the wrong JSON type are ignored
+// one by one (RFC 9457 §3), so a bad "status" does not hide the type. It
+// returns nil for other media types or bodies that are not a JSON object.
 func ReadProblem(resp *http.Response) *header.Problem {
 	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
@@ -277,12 +282,41 @@ func ReadProblem(resp *http.Response) *header.Problem {
 	if err != nil || mt != header.ProblemContentType {
 		return nil
 	}
-	buf, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes+1))
-	resp.Body = &prefixBody{r: io.MultiReader(bytes.NewReader(buf), resp.Body), c: resp.Body}
-	if len(buf) > maxProblemBytes {
+	body := resp.Body
+	read := make(chan []byte, 1)
+	go func() {
+		buf, _ := io.ReadAll(io.LimitReader(body, maxProblemBytes+1))
+		read <- buf
+	}()
+	timer := time.NewTimer(problemWait)
+	defer timer.Stop()
+	select {
+	case buf := <-read:
+		resp.Body = &prefixBody{r: io.MultiReader(bytes.NewReader(buf), body), c: body}
+		if len(buf) > maxProblemBytes {
+			return nil
+		}
+		return parseProblem(buf)
+	case <-timer.C:
+		resp.Body = &prefixBody{r: &lateReader{read: read, rest: body}, c: body}
 		return nil
 	}
-	return parseProblem(buf)
+}
+
+// lateReader is a body whose first bytes are still being read by
+// ReadProblem: it waits for them (or for Close, which ends that read),
+// then serves them and the rest.
+type lateReader struct {
+	read <-chan []byte
+	rest io.Reader
+	r    io.Reader
+}
+
+func (l *lateReader) Read(p []byte) (int, error) {
+	if l.r == nil {
+		l.r = io.MultiReader(bytes.NewReader(<-l.read), l.rest)
+	}
+	return l.r.Read(p)
 }
 
 func parseProblem(b []byte) *header.Problem {

@@ -33,6 +33,11 @@ type itemState struct {
 // alone says nothing about time, so it is trusted only briefly.
 const noWindowTTL = time.Second
 
+// maxTracked bounds the policies kept per origin, so a server naming new
+// ones in every response cannot grow the state (or slow each request)
+// without end; items beyond it are ignored.
+const maxTracked = 64
+
 // origin is the client's state for one scheme://host[:port].
 type origin struct {
 	name    string
@@ -40,7 +45,7 @@ type origin struct {
 
 	mu        sync.Mutex
 	limits    map[stateKey]*itemState // items carrying r (signals that expire)
-	policies  map[stateKey]Item       // items carrying only q/w (stable, informative)
+	policies  map[stateKey]*itemState // items carrying only q/w (they pace; they expire after w)
 	factor    float64                 // AIMD pace factor in (0, 1]
 	prev      time.Time               // send time of the last reservation
 	blocked   time.Time               // no request before this (Retry-After, exhaustion)
@@ -53,7 +58,7 @@ type origin struct {
 }
 
 func newOrigin(name string) *origin {
-	return &origin{name: name, limits: map[stateKey]*itemState{}, policies: map[stateKey]Item{}, factor: 1}
+	return &origin{name: name, limits: map[stateKey]*itemState{}, policies: map[stateKey]*itemState{}, factor: 1}
 }
 
 // ticket is one reservation at the origin gate.
@@ -94,6 +99,11 @@ func (o *origin) reserve(tr *Transport, now time.Time, bodyBytes int64, pk []byt
 		if !now.Before(s.expires) {
 			delete(o.limits, k)
 			o.needProbe = true
+		}
+	}
+	for k, p := range o.policies {
+		if !now.Before(p.expires) {
+			delete(o.policies, k) // no probe: q/w alone never let anything through
 		}
 	}
 	if o.needProbe {
@@ -143,7 +153,7 @@ func (o *origin) reserve(tr *Transport, now time.Time, bodyBytes int64, pk []byt
 	}
 	for _, p := range o.policies {
 		if pkApplies(pk, p.PartitionKey) {
-			interval = paceInterval(interval, p, c.maxWindow)
+			interval = paceInterval(interval, p.Item, c.maxWindow)
 		}
 	}
 	// The pace factor slows the tighter of the server pace and the local
@@ -228,11 +238,14 @@ func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, att
 		o.factor = math.Min(o.factor, c.rampStart)
 	}
 	o.last = s
-	if s.Cached {
-		return // values from a cache describe someone else's past (draft-11 §7)
-	}
+	// Values from a cache describe someone else's past (draft-11 §7), so
+	// its items are not kept; a refusal still means "not now" (a 429 must
+	// not have been cached at all, RFC 6585 §4).
 	dups := map[stateKey]int{}
 	for _, it := range s.Items {
+		if s.Cached {
+			break
+		}
 		base := stateKey{policy: it.Policy, pk: string(it.PartitionKey)}
 		k := base
 		k.dup = dups[base]
@@ -246,8 +259,20 @@ func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, att
 			}
 			continue
 		}
+		_, inLimits := o.limits[k]
+		_, inPolicies := o.policies[k]
+		if !inLimits && !inPolicies && len(o.limits)+len(o.policies) >= maxTracked {
+			tr.stats.ignored.Add(1)
+			continue
+		}
 		if !it.HasRemaining {
-			o.policies[k] = it
+			// w bounds how long q/w is worth believing; without one, the
+			// maximum window does.
+			ttl := c.maxWindow
+			if it.Window > 0 {
+				ttl = durationOf(float64(it.Window), c.maxWindow)
+			}
+			o.policies[k] = &itemState{Item: it, observed: now, expires: now.Add(ttl)}
 			continue
 		}
 		if cur, ok := o.limits[k]; ok && cur.seq > t.seq {
@@ -255,10 +280,10 @@ func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, att
 		}
 		ttl := noWindowTTL
 		switch {
-		case it.HasWindow:
+		case it.HasWindow: // at most the maximum window, or it is an outlier
 			ttl = time.Duration(it.EffectiveWindow) * time.Second
 		case it.HasPolicy && it.Window > 0:
-			ttl = time.Duration(it.Window) * time.Second
+			ttl = durationOf(float64(it.Window), c.maxWindow)
 		}
 		// Requests reserved after this one may not be in r yet: count
 		// them as spent, which can only make the client slower.
@@ -282,8 +307,10 @@ func (o *origin) observe(tr *Transport, t *ticket, now time.Time, s *Signal, att
 		// repeated refusals back off exponentially.
 		d := max(retryDelay(tr, s, o.factor, attempts), durationOf(1/(c.rps*o.factor), c.maxWait))
 		o.block(tr, now, d, "server refused: "+refusal(s))
-	case s.Status == 503 && s.HasRetryAfter:
-		o.block(tr, now, s.RetryDelay, "503 with Retry-After")
+	case s.Status >= 500 && s.HasRetryAfter:
+		// A lower bound, as after a refusal: a zero Retry-After on a 502
+		// must not make retries faster than having none.
+		o.block(tr, now, max(s.RetryDelay, tr.backoff(attempts)), strconv.Itoa(s.Status)+" with Retry-After")
 	case s.Status < 500 && !t.probe:
 		// Additive increase; a probe's answer only restarts the ramp.
 		o.factor = math.Min(1, o.factor+c.rampStep)
@@ -360,7 +387,7 @@ func durationOf(sec float64, maxD time.Duration) time.Duration {
 type PolicyState struct {
 	Item
 	// Observed is when the signal arrived; Expires when it stops applying
-	// (zero for policy-only items, which do not expire).
+	// (for policy-only items, after w or the maximum window).
 	Observed, Expires time.Time
 	// Spent is the units the client reserved since the observation.
 	Spent int64
@@ -395,8 +422,8 @@ func (o *origin) snapshot(tr *Transport) OriginState {
 		interval = paceInterval(interval, s.Item, tr.cfg.maxWindow)
 	}
 	for _, p := range o.policies {
-		st.Policies = append(st.Policies, PolicyState{Item: p})
-		interval = paceInterval(interval, p, tr.cfg.maxWindow)
+		st.Policies = append(st.Policies, PolicyState{Item: p.Item, Observed: p.observed, Expires: p.expires})
+		interval = paceInterval(interval, p.Item, tr.cfg.maxWindow)
 	}
 	st.Interval = durationOf(math.Max(interval, 1/tr.cfg.rps)/o.factor, tr.cfg.maxWait)
 	return st

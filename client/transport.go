@@ -163,7 +163,8 @@ type noRetryKey struct{}
 // body can be replayed through GetBody, after 429, 502, 503, 504 or a
 // transport error, and only when the wait the server asks for fits the
 // maximum wait (C5). Every attempt passes the origin's pace and the local
-// caps (C7). The returned response is the last attempt's; errors are the
+// caps (C7). The request body is closed, sent or not. The returned
+// response is the last attempt's; errors are the
 // last attempt's error, ErrWaitTooLong, an error wrapping ErrCircuitOpen,
 // or the context's error.
 func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -185,6 +186,11 @@ func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			tr.stats.retries.Add(1)
 		}
 		resp, sig, sent, err := tr.attempt(ctx, o, areq, req, attempt)
+		if !sent && areq.Body != nil {
+			// A RoundTripper closes the body even when it sends nothing
+			// (http.RoundTripper); the base transport does when it sends.
+			areq.Body.Close()
+		}
 		last := !retryable || attempt >= tr.cfg.maxAttempts || ctx.Err() != nil
 		if err != nil {
 			if !sent || last {
@@ -194,7 +200,7 @@ func (tr *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if d > tr.cfg.maxWait {
 				return nil, err
 			}
-			if serr := tr.cfg.sleep(ctx, d+tr.jitter(d)); serr != nil {
+			if serr := tr.cfg.sleep(ctx, min(d+tr.jitter(d), tr.cfg.maxWait)); serr != nil {
 				return nil, err
 			}
 			continue
