@@ -321,6 +321,9 @@ func TestLegacy(t *testing.T) {
 	if _, err := ParsePolicyDraft06("100"); err == nil {
 		t.Error("draft-06 policy without w accepted")
 	}
+	if _, err := ParsePolicyDraft06("10;w=1, 10;w=60"); err == nil {
+		t.Error("draft-06 policies sharing a quota accepted")
+	}
 	if _, err := ParseDraft07("remaining=5, reset=3"); err == nil {
 		t.Error("draft-07 without limit accepted")
 	}

@@ -155,7 +155,9 @@ type IntPolicy struct {
 
 // ParsePolicyDraft06 parses a draft-06/-07 RateLimit-Policy (vector
 // leg-03): an SF List of non-negative Integer items, each with a required
-// Integer w ≥ 1; other parameters are ignored.
+// Integer w ≥ 1; other parameters are ignored. Two policies with one
+// quota are an error: the limit fields name a policy only by its quota
+// (digest §2.2, "10;w=1, 10;w=60").
 func ParsePolicyDraft06(lines ...string) ([]IntPolicy, error) {
 	list, err := parseList(lines)
 	if err != nil {
@@ -169,6 +171,11 @@ func ParsePolicyDraft06(lines ...string) ([]IntPolicy, error) {
 		}
 		if !hasW {
 			return nil, invalidf("member %d: missing required w", i)
+		}
+		for _, q := range out {
+			if q.Limit == p.Limit {
+				return nil, invalidf("member %d: quota %d given twice", i, p.Limit)
+			}
 		}
 		out = append(out, p)
 	}
