@@ -268,7 +268,8 @@ type Middleware struct {
 // New validates cfg and builds the Middleware. Errors name the rule and
 // what is wrong: a bad pattern, an invalid policy (wrapping
 // floodgate.ErrInvalidPolicy), one policy name given two different
-// definitions, or ConcurrentRequests policies over a store without slots.
+// definitions, ConcurrentRequests policies over a store without slots, or
+// a rule that a skip or an earlier rule hides from every request.
 func New(cfg Config) (*Middleware, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("httplimit: no store")
@@ -345,7 +346,31 @@ func New(cfg Config) (*Middleware, error) {
 	if err := sameDefinitions(cfg.Rules); err != nil {
 		return nil, err
 	}
+	if err := m.reachable(); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// reachable refuses a rule that no request can reach: skips are checked
+// before every rule, then the rules in order, the first match winning. A
+// rule behind a broader one is a mistake in the order, and would silently
+// never limit anything. The check is Covers, which may miss a pair but
+// never refuses a reachable rule.
+func (m *Middleware) reachable() error {
+	for i, r := range m.rules {
+		for _, s := range m.skip {
+			if s.covers(r.pattern) {
+				return fmt.Errorf("httplimit: rule %q is never reached: skip %q matches every request it does, and skips are checked first", r.name, s.raw)
+			}
+		}
+		for _, e := range m.rules[:i] {
+			if e.pattern.covers(r.pattern) {
+				return fmt.Errorf("httplimit: rule %q is never reached: rule %q, before it, matches every request it does; put the narrower rule first", r.name, e.name)
+			}
+		}
+	}
+	return nil
 }
 
 // sameDefinitions checks that rules giving a policy the same name define it

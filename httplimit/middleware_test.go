@@ -600,6 +600,11 @@ func TestNewErrors(t *testing.T) {
 		"local, no slots": {Store: st, Local: struct{ floodgate.Store }{st}, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal,
 			Policies: []floodgate.Policy{{Name: "inflight", Quota: 1, Unit: floodgate.ConcurrentRequests}}}}},
 		"max body": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", MaxBodyBytes: -1, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"rule behind a broader one": {Store: st, Rules: []httplimit.Rule{
+			{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}},
+			{Pattern: "POST /login", Policies: []floodgate.Policy{policy("q", floodgate.GCRA, 1, time.Second)}}}},
+		"rule behind a skip": {Store: st, Skip: []string{"/internal/"}, Rules: []httplimit.Rule{
+			{Pattern: "GET /internal/stats", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"same name": {Store: st, Rules: []httplimit.Rule{
 			{Name: "x", Pattern: "/a", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}},
 			{Name: "x", Pattern: "/b", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},

@@ -843,3 +843,19 @@ func TestSlowBodyCutOff(t *testing.T) {
 		t.Errorf("answer to an unfinished body: %q", reply)
 	}
 }
+
+// TestAPIOnlyRuleOrder: without a gateway or forward-auth, rules are
+// reached by name through /v1/check, so one that an earlier rule's pattern
+// covers is fine: the daemon starts and checks it.
+func TestAPIOnlyRuleOrder(t *testing.T) {
+	f := start(t, `api: {listen: "127.0.0.1:0"}
+policies: {a: {quota: 2, window: 1m}}
+rules:
+  - {name: all, match: /, policies: a}
+  - {name: login, match: POST /login, policies: a}
+`)
+	resp, m := check(t, f, `{"key":"k","rule":"login"}`)
+	if resp.StatusCode != 200 || m["allowed"] != true || m["remaining"] != float64(1) {
+		t.Fatalf("check of the covered rule: %d %v", resp.StatusCode, m)
+	}
+}

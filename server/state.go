@@ -101,7 +101,12 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		if r.Tiers != nil {
 			rule.Plan = tierPlan(cfg, i, keys)
 		}
-		hc.Rules = append(hc.Rules, rule)
+		// The middleware serves the gateway and forward-auth, which meet
+		// rules in order; /v1/check reaches them by name, so without those
+		// faces the order may hide rules (config validation allows it).
+		if cfg.Gateway != nil || cfg.ForwardAuth != nil {
+			hc.Rules = append(hc.Rules, rule)
+		}
 		var rate []floodgate.Policy
 		for _, p := range rule.Policies {
 			if p.Unit != floodgate.ConcurrentRequests {
