@@ -125,6 +125,10 @@ func TestParseErrors(t *testing.T) {
 		{"env in flow list", minimal + "# it's {here}\nbypass:\n  tokens: [\"a\", 'b',\n    x-${FG_T:-d}, ${FG_U}]\n", "f.yaml:5: ${FG_T:-d} inside { } or [ ] must be quoted, e.g. '${FG_T:-d}': YAML reads its braces as the collection's"},
 		{"env after another error", minimal + "rules:\n  - match: \"POST /login\"\n    policies: [login\nadmin:\n  token: ${FG_T:-}\n", "f.yaml:3: did not find expected ',' or ']'"},
 		{"burst zero, window algorithm", minimal + "policies: {a: {algorithm: fixed-window, quota: 10, window: 1s, burst: 0}}\n", "f.yaml:2: policies.a.burst: applies to token-bucket and gcra only, not fixed-window (use a second, shorter policy for a burst limit)"},
+		{"policies misspelt", minimal + "polices: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n",
+			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, ops, database, tiers)\n" +
+				"f.yaml:4: rules[0].policies[0]: unknown policy \"a\" (no policies are defined: is the policies: section missing or misspelt?)"},
+		{"redis url without scheme", "api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'localhost:6379'}}\n", "f.yaml:2: store.redis.url: redis: invalid URL scheme: localhost (want redis://[user:password@]host:port[/db], or rediss:// for TLS)"},
 		{"burst zero", minimal + "policies: {a: {algorithm: gcra, quota: 10, window: 1s, burst: 0}}\n", "f.yaml:2: policies.a.burst: must be at least 1 (it is the bucket size): burst: 1 spaces requests evenly, like nginx's burst=0; leave it out for burst = quota"},
 		{"two docs", minimal + "---\n" + minimal, "f.yaml:2: more than one YAML document; a configuration is one document"},
 		{"wrong type", "api: [1, 2]\n", "f.yaml:1: api: want a mapping of fields, got a list"},

@@ -339,6 +339,16 @@ func describe(n *yaml.Node) string {
 	return "nothing"
 }
 
+// knownPolicies completes an unknown-policy error: a near miss, and the
+// names defined, or that there are none (a misspelt policies: section).
+func knownPolicies[V any](name string, defined map[string]V) string {
+	names := sortedKeys(defined)
+	if len(names) == 0 {
+		return " (no policies are defined: is the policies: section missing or misspelt?)"
+	}
+	return fmt.Sprintf("%s (defined: %s)", suggest(name, names), strings.Join(names, ", "))
+}
+
 // suggest returns ` (did you mean "x"?)` for a near miss among names.
 func suggest(got string, names []string) string {
 	best, bestD := "", 3

@@ -219,7 +219,7 @@ func (v *validator) staticTiers() {
 			if !found {
 				ok = false
 				if _, defined := c.Policies[p]; !defined {
-					v.fail(fmt.Sprintf("%s[%d]", f, j), "unknown policy %q%s (defined: %s)", p, suggest(p, sortedKeys(c.Policies)), strings.Join(sortedKeys(c.Policies), ", "))
+					v.fail(fmt.Sprintf("%s[%d]", f, j), "unknown policy %q%s", p, knownPolicies(p, c.Policies))
 				}
 				continue
 			}

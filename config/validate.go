@@ -311,7 +311,7 @@ func (v *validator) store() {
 	if r.URL != "" {
 		n++
 		if _, err := redis.ParseURL(r.URL); err != nil {
-			v.fail("store.redis.url", "%v", err)
+			v.fail("store.redis.url", "%v (want redis://[user:password@]host:port[/db], or rediss:// for TLS)", err)
 		}
 	}
 	if len(r.Cluster) > 0 {
@@ -503,7 +503,7 @@ func (v *validator) rules() {
 			p, ok := c.policies[name]
 			if !ok {
 				if _, defined := c.Policies[name]; !defined {
-					v.fail(pf, "unknown policy %q%s (defined: %s)", name, suggest(name, sortedKeys(c.Policies)), strings.Join(sortedKeys(c.Policies), ", "))
+					v.fail(pf, "unknown policy %q%s", name, knownPolicies(name, c.Policies))
 				}
 				continue
 			}
