@@ -109,6 +109,16 @@ func Parse(file string, data []byte) (*Config, error) {
 			e.Line, _ = strconv.Atoi(m[1])
 			e.Msg = m[2]
 		}
+		if strings.HasPrefix(e.Msg, "did not find expected") {
+			// The parser's errors (not the scanner's) count lines from 0,
+			// and leave the first one out; at the end of the file, the
+			// line it names is the last.
+			lines := bytes.Count(data, []byte("\n"))
+			if !bytes.HasSuffix(data, []byte("\n")) {
+				lines++
+			}
+			e.Line = max(min(e.Line+1, lines), 1)
+		}
 		if line, ref, ok := unquotedEnv(data); ok {
 			// The YAML parser's own message ("did not find expected ','
 			// or '}'") says nothing of the cause, nor always the line.
