@@ -146,3 +146,23 @@ func TestCoversSound(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPattern: parsing any string either fails or gives a pattern that
+// matches requests without panicking, and a valid pattern covers itself.
+func FuzzPattern(f *testing.F) {
+	for _, s := range []string{"/", "POST /login", "GET api.example.com/items/{id}", "/files/{path...}", "/{$}", "/my%20file", "/a%2Fb", "/{x}/{x}", "GET  /a"} {
+		f.Add(s, "/items/42;x/../a%2Fb")
+	}
+	f.Fuzz(func(t *testing.T, pattern, path string) {
+		p, err := parsePattern(pattern)
+		if err != nil {
+			return
+		}
+		if !p.covers(p) {
+			t.Fatalf("%q does not cover itself", pattern)
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.URL.Path = path
+		p.match(r)
+	})
+}
