@@ -81,11 +81,7 @@ func WithLocalFallback(local Store, share float64) Option {
 		l.mode, l.local = FailToLocal, local
 		l.localPolicies = make([]Policy, len(l.policies))
 		for i, p := range l.policies {
-			p.Quota = max(1, int64(float64(p.Quota)*share))
-			if p.Burst > 0 {
-				p.Burst = max(1, int64(float64(p.Burst)*share))
-			}
-			l.localPolicies[i] = p
+			l.localPolicies[i] = p.Scaled(share)
 		}
 	}
 }

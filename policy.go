@@ -148,6 +148,17 @@ func (p Policy) Capacity() int64 {
 	return p.Quota
 }
 
+// Scaled returns p with Quota and Burst multiplied by share (0 < share ≤
+// 1), rounded down but at least 1: one instance's part of a policy that
+// several enforce together, as FailToLocal does while the store fails.
+func (p Policy) Scaled(share float64) Policy {
+	p.Quota = max(1, int64(float64(p.Quota)*share))
+	if p.Burst > 0 {
+		p.Burst = max(1, int64(float64(p.Burst)*share))
+	}
+	return p
+}
+
 // Validate reports whether the policy can be enforced. The error wraps
 // ErrInvalidPolicy and names the policy and the field at fault.
 func (p Policy) Validate() error {

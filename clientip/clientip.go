@@ -171,6 +171,13 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, err
 	}
+	return NormalPrefix(p)
+}
+
+// NormalPrefix normalises p the way client addresses are: IPv4-mapped
+// IPv6 becomes IPv4, and the address is masked. A mapped prefix shorter
+// than /96 (wider than the mapped range) is an error.
+func NormalPrefix(p netip.Prefix) (netip.Prefix, error) {
 	if a := p.Addr(); a.Is4In6() {
 		if p.Bits() < 96 {
 			return netip.Prefix{}, errors.New("IPv4-mapped prefix shorter than /96")

@@ -311,7 +311,7 @@ func New(cfg Config) (*Middleware, error) {
 	// IPv4-mapped form must be too, or it would never match.
 	m.bypass.CIDRs = make([]netip.Prefix, len(cfg.Bypass.CIDRs))
 	for i, p := range cfg.Bypass.CIDRs {
-		u, err := clientip.ParsePrefix(p.String())
+		u, err := clientip.NormalPrefix(p)
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: bypass network %v: %w", p, err)
 		}
@@ -510,14 +510,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // says, otherwise a failing source, by the rule's failure mode.
 func (m *Middleware) planFailed(w http.ResponseWriter, r *http.Request, ru *rule, next http.Handler, err error) {
 	var rej *Reject
+	rejected := errors.As(err, &rej)
 	switch {
-	case r.Context().Err() != nil && !errors.As(err, &rej):
+	case !rejected && r.Context().Err() != nil:
 		contextEnded(w, r.Context()) // not the plan source's failure
-	case errors.As(err, &rej) && (rej.Status < 400 || rej.Status > 599):
+	case rejected && (rej.Status < 400 || rej.Status > 599):
 		m.logger.Error("plan rejected a request with a status that is not an error", slog.String("rule", ru.name), slog.Int("status", rej.Status))
 		header.Problem{Title: "Internal Server Error", Status: 500,
 			Detail: fmt.Sprintf("rule %q refused the request with status %d, not a 4xx or 5xx", ru.name, rej.Status)}.Write(w)
-	case errors.As(err, &rej):
+	case rejected:
 		p := rej.Problem
 		p.Status = rej.Status // RFC 9457 §3.1.2: the member repeats the response's status
 		p.Write(w)
@@ -573,16 +574,12 @@ func (m *Middleware) apply(w http.ResponseWriter, r *http.Request, ru *rule, lim
 	var deniedBy *floodgate.Limiter // which of lim's limiters denied, and at what cost
 	var deniedCost int64
 
-	for _, sp := range lim.slots {
+	for i, sp := range lim.slots {
 		rel, free, got, err := lim.slotStore.Acquire(ctx, key, sp, lim.lease)
 		if err != nil && ctx.Err() == nil {
 			m.metrics.storeError(ru.name)
 			if lim.localSlots != nil {
-				// This instance's share of the slots, as FailToLocal scales
-				// the rate policies.
-				local := sp
-				local.Quota = max(1, int64(float64(sp.Quota)*lim.localShare))
-				rel, free, got, err = lim.localSlots.Acquire(ctx, key, local, lim.lease)
+				rel, free, got, err = lim.localSlots.Acquire(ctx, key, lim.localSlotCaps[i], lim.lease)
 			}
 		}
 		switch {

@@ -197,20 +197,21 @@ func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru 
 // unavailable answers a fail-closed store error: 503, never 429, since the
 // client did nothing wrong (S3).
 func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, ru *rule, err error) {
-	w.Header()[header.FieldRetryAfter] = []string{"1"}
-	header.Problem{
-		Title: "Service Unavailable", Status: 503,
-		Detail: "rate limit store unavailable for rule " + strconv.Quote(ru.name),
-	}.Write(w)
+	serviceUnavailable(w, "rate limit store unavailable for rule "+strconv.Quote(ru.name))
 }
 
 // contextEnded answers a request whose context ended before its limits
 // were decided: either its client left and nobody reads this, or a
 // deadline of the server's own passed, and the client is owed an answer.
 func contextEnded(w http.ResponseWriter, ctx context.Context) {
+	serviceUnavailable(w, "the request's context ended before its rate limit was decided: "+ctx.Err().Error())
+}
+
+// serviceUnavailable is a 503 that nothing the client did caused: worth
+// trying again in a second.
+func serviceUnavailable(w http.ResponseWriter, detail string) {
 	w.Header()[header.FieldRetryAfter] = []string{"1"}
-	header.Problem{Title: "Service Unavailable", Status: 503,
-		Detail: "the request's context ended before its rate limit was decided: " + ctx.Err().Error()}.Write(w)
+	header.Problem{Title: "Service Unavailable", Status: 503, Detail: detail}.Write(w)
 }
 
 func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *floodgate.Decision, retryAfter int64, level slog.Level, msg string) {

@@ -37,9 +37,9 @@ type limits struct {
 	slotStore floodgate.Slots
 	lease     time.Duration
 	// With FailToLocal: where slots are held while slotStore fails, and
-	// the share of each slot policy's quota held there.
-	localSlots floodgate.Slots
-	localShare float64
+	// this instance's share of each slot policy there.
+	localSlots    floodgate.Slots
+	localSlotCaps []floodgate.Policy
 
 	// policyValue is RateLimit-Policy, the same on every response. Sharing
 	// the slice is safe: len == cap, so an Add on it copies.
@@ -104,7 +104,9 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 		if l.localSlots, _ = local.(floodgate.Slots); l.localSlots == nil {
 			return nil, fmt.Errorf("fail-to-local with concurrent-requests policies needs a Config.Local with slots, %T has none", local)
 		}
-		l.localShare = share
+		for _, p := range l.slots {
+			l.localSlotCaps = append(l.localSlotCaps, p.Scaled(share))
+		}
 		return l, nil
 	}
 	if in.Plan == nil || len(in.Policies) > 0 {

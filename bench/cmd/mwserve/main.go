@@ -16,15 +16,13 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"time"
 
 	"github.com/ulule/limiter/v3"
 	ulstdlib "github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	ulmemory "github.com/ulule/limiter/v3/drivers/store/memory"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/bench"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
 )
@@ -42,14 +40,15 @@ func main() {
 
 	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	wrap := func(style httplimit.HeaderStyle) http.Handler {
-		mw, err := httplimit.New(httplimit.Config{Store: memorystore.New(), Headers: style, Rules: []httplimit.Rule{{
-			Pattern:  "/",
-			Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 1e8, Window: time.Minute}},
-		}}})
+		h, err := bench.Floodgate(memorystore.New(), style, 1e8, trivial)
 		if err != nil {
 			log.Fatal(err)
 		}
-		return mw.Wrap(trivial)
+		return h
+	}
+	fields, err := bench.FieldsOnly(wrap(httplimit.Both), trivial)
+	if err != nil {
+		log.Fatal(err)
 	}
 	ul := ulstdlib.NewMiddleware(limiter.New(ulmemory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1e8}))
 	handlers := map[string]http.Handler{
@@ -57,7 +56,7 @@ func main() {
 		"limited": wrap(httplimit.Both),
 		"legacy":  wrap(httplimit.Legacy),
 		"none":    wrap(httplimit.None),
-		"fields":  fieldsOnly(wrap(httplimit.Both), trivial),
+		"fields":  fields,
 		"ulule":   ul.Handler(trivial),
 	}
 	errs := make(chan error)
@@ -65,31 +64,4 @@ func main() {
 		go func() { errs <- http.ListenAndServe(*addrs[name], h) }()
 	}
 	log.Fatal(<-errs)
-}
-
-// fieldsOnly returns next setting, as constants, the rate-limit fields
-// that limited sent on one sample response.
-func fieldsOnly(limited, next http.Handler) http.Handler {
-	sample := httptest.NewRecorder()
-	limited.ServeHTTP(sample, httptest.NewRequest("GET", "/", nil))
-	type field struct {
-		name  string
-		value []string
-	}
-	var fields []field
-	for name, v := range sample.Header() {
-		if strings.HasPrefix(name, "Ratelimit") || strings.HasPrefix(name, "X-Ratelimit") {
-			fields = append(fields, field{name, v[:len(v):len(v)]})
-		}
-	}
-	if len(fields) != 5 {
-		log.Fatalf("a default response carries %d rate-limit fields, want 5: %v", len(fields), sample.Header())
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		for _, f := range fields {
-			h[f.name] = f.value
-		}
-		next.ServeHTTP(w, r)
-	})
 }
