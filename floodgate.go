@@ -3,6 +3,7 @@ package floodgate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -99,32 +100,87 @@ func (d *Decision) summarize() {
 	}
 }
 
+// Cost is what one request spends, in each unit of quota: policies whose
+// Unit is Requests are charged Requests, ContentBytes policies
+// ContentBytes. Both are ≥ 0; the zero Cost is a peek.
+type Cost struct {
+	Requests     int64
+	ContentBytes int64
+}
+
+// Of returns the cost in unit u.
+func (c Cost) Of(u Unit) int64 {
+	if u == ContentBytes {
+		return c.ContentBytes
+	}
+	return c.Requests
+}
+
+// IsPeek reports whether c spends nothing in any unit.
+func (c Cost) IsPeek() bool { return c.Requests == 0 && c.ContentBytes == 0 }
+
 // Store keeps rate-limit state. Implementations must make each Take atomic
 // across all of its policies, also against other processes sharing the
 // store (REQUIREMENTS A5), and must give the decisions of package algorithm,
-// which the storetest conformance suite checks.
+// which the storetest conformance suite checks. A policy's state is
+// identified by the partition key, the policy's Name and its Algorithm, so
+// one name used with two algorithms keeps two states.
 type Store interface {
-	// Take spends cost units of every policy for key, all or nothing: if any
-	// policy denies, nothing is spent from any. It writes one Result per
-	// policy into results (len(results) == len(policies)), leaving
-	// Result.Policy to the caller. Cost 0 is a peek: it reports without
-	// spending, and Allowed says whether a cost of 1 would pass.
+	// Take spends cost of every policy for key, each policy in its own
+	// unit (Cost.Of), all or nothing: if any policy denies, nothing is
+	// spent from any. It writes one Result per policy into results
+	// (len(results) == len(policies)), leaving Result.Policy to the
+	// caller. A policy charged 0 reports its standing and never denies,
+	// unless the whole cost is 0: that is a peek, which spends nothing and
+	// whose Allowed says whether a cost of 1 would pass.
 	//
 	// Errors: ErrInvalidCost, ErrCostExceedsQuota (see CheckCost), or
 	// ErrStoreUnavailable wrapping the cause, or ctx's error.
-	Take(ctx context.Context, key string, cost int64, policies []Policy, results []Result) error
+	Take(ctx context.Context, key string, cost Cost, policies []Policy, results []Result) error
 	// Reset forgets the state of key under the given policies.
 	Reset(ctx context.Context, key string, policies []Policy) error
 }
 
-// Slots holds in-flight slots for ConcurrentRequests policies: at most
-// Policy.Quota requests per key at once. The HTTP middleware takes a slot
-// before the handler runs and gives it back when the handler returns.
+// Concurrency caps the requests in flight at once per partition key: not
+// a rate, so it has no window and no algorithm. It is the
+// "concurrent-requests" quota unit of draft-11 §3.1.2.
+type Concurrency struct {
+	// Name identifies the cap in headers, metrics and store keys, with the
+	// rules of Policy.Name; it shares their namespace within a rule.
+	Name string
+	// Max is how many requests may be in flight at once; ≥ 1.
+	Max int64
+}
+
+// Validate reports whether c can be enforced. The error wraps
+// ErrInvalidPolicy and names c and the field at fault.
+func (c Concurrency) Validate() error {
+	if err := validName(c.Name); err != nil {
+		return fmt.Errorf("%w: concurrency %q: %v", ErrInvalidPolicy, c.Name, err)
+	}
+	if c.Max <= 0 {
+		return fmt.Errorf("%w: concurrency %q: max must be positive, got %d", ErrInvalidPolicy, c.Name, c.Max)
+	}
+	return nil
+}
+
+// Scaled returns c with Max multiplied by share (0 < share ≤ 1), rounded
+// down but at least 1: one instance's part of a cap several enforce.
+func (c Concurrency) Scaled(share float64) Concurrency {
+	c.Max = max(1, int64(float64(c.Max)*share))
+	return c
+}
+
+// Slots holds in-flight slots: at most Concurrency.Max requests per key at
+// once. A door takes a slot before the request's work runs and gives it
+// back when the work ends.
 type Slots interface {
-	// Acquire takes one slot of p for key. When ok is false the slots are
+	// Acquire takes one slot of c for key. When ok is false the slots are
 	// all taken and nothing is held. When ok is true the caller must call
-	// release exactly once; a slot not released within lease (its holder
-	// crashed) frees itself, in stores shared across processes. free is the
-	// number of slots left after this call.
-	Acquire(ctx context.Context, key string, p Policy, lease time.Duration) (release func(), free int64, ok bool, err error)
+	// release (once; further calls do nothing); a slot not released within
+	// lease (its holder crashed) frees itself, in stores shared across
+	// processes. free is the number of slots left after this call.
+	//
+	// Errors: ErrStoreUnavailable wrapping the cause, or ctx's error.
+	Acquire(ctx context.Context, key string, c Concurrency, lease time.Duration) (release func(), free int64, ok bool, err error)
 }

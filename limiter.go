@@ -101,17 +101,10 @@ func WithFailureLogInterval(d time.Duration) Option { return func(l *Limiter) { 
 func WithStoreRetry(d time.Duration) Option { return func(l *Limiter) { l.retryStore = d } }
 
 // NewLimiter returns a Limiter for the given policies, which must pass
-// ValidatePolicies (the error wraps ErrInvalidPolicy). A ConcurrentRequests
-// policy is rejected here: in-flight slots are not a rate and are held by
-// the HTTP middleware.
+// ValidatePolicies (the error wraps ErrInvalidPolicy).
 func NewLimiter(store Store, policies []Policy, opts ...Option) (*Limiter, error) {
 	if err := ValidatePolicies(policies); err != nil {
 		return nil, err
-	}
-	for _, p := range policies {
-		if p.Unit == ConcurrentRequests {
-			return nil, fmt.Errorf("%w: policy %q: concurrent-requests policies are enforced by in-flight slots, not by a Limiter", ErrInvalidPolicy, p.Name)
-		}
 	}
 	l := &Limiter{
 		store:      store,
@@ -136,15 +129,24 @@ func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies.
 // StoreErrors returns how many calls found the store failing.
 func (l *Limiter) StoreErrors() uint64 { return l.storeErrors.Load() }
 
-// Take spends cost from every policy for key, all or nothing, and returns
-// the Decision. Cost 0 is a peek.
+// Take spends cost from every policy for key, each in its own unit, all
+// or nothing, and returns the Decision. Cost 0 is a peek. It is
+// TakeCost with cost in every unit.
+func (l *Limiter) Take(ctx context.Context, key string, cost int64) (Decision, error) {
+	return l.TakeCost(ctx, key, Cost{Requests: cost, ContentBytes: cost})
+}
+
+// TakeCost spends cost from every policy for key, each policy the part of
+// cost in its own unit (a request's count from Requests policies, its body
+// size from ContentBytes ones), all or nothing, and returns the Decision.
+// The zero Cost is a peek.
 //
 // Errors: ErrInvalidCost and ErrCostExceedsQuota for a cost that can never
 // pass; with FailClosed, ErrStoreUnavailable (wrapping the cause) while the
 // store fails, together with a denied Decision. With FailOpen and
 // FailToLocal, store failures give a Degraded Decision and no error. The
 // caller's ctx errors are returned as they are, whatever the mode.
-func (l *Limiter) Take(ctx context.Context, key string, cost int64) (Decision, error) {
+func (l *Limiter) TakeCost(ctx context.Context, key string, cost Cost) (Decision, error) {
 	d := Decision{Results: make([]Result, len(l.policies))}
 	// The store checks too, but a failure mode answering in its place must
 	// not admit a cost that could never pass.
@@ -174,7 +176,7 @@ func (l *Limiter) Take(ctx context.Context, key string, cost int64) (Decision, e
 // errSkipped stands for the last store failure while the store is skipped.
 var errSkipped = fmt.Errorf("%w: skipped after a recent failure", ErrStoreUnavailable)
 
-func (l *Limiter) fail(ctx context.Context, key string, cost int64, d Decision, cause error) (Decision, error) {
+func (l *Limiter) fail(ctx context.Context, key string, cost Cost, d Decision, cause error) (Decision, error) {
 	if !errors.Is(cause, ErrStoreUnavailable) {
 		cause = fmt.Errorf("%w: %w", ErrStoreUnavailable, cause)
 	}

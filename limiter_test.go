@@ -40,7 +40,6 @@ func TestPolicyValidate(t *testing.T) {
 		"name with brace": {func(p *floodgate.Policy) { p.Name = "a{b}" }, "character '{'"},
 		"name with quote": {func(p *floodgate.Policy) { p.Name = `a"b` }, `character '"'`},
 		"too precise":     {func(p *floodgate.Policy) { p.Quota, p.Window = 1e9, 24*time.Hour }, "2^53"},
-		"slots, no quota": {func(p *floodgate.Policy) { *p = floodgate.Policy{Name: "f", Unit: floodgate.ConcurrentRequests} }, "quota must be positive"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := good
@@ -51,9 +50,17 @@ func TestPolicyValidate(t *testing.T) {
 			}
 		})
 	}
-	// An in-flight cap needs only a name and a quota.
-	if err := (floodgate.Policy{Name: "inflight", Quota: 2, Unit: floodgate.ConcurrentRequests}).Validate(); err != nil {
+	// An in-flight cap needs only a name and a positive Max.
+	if err := (floodgate.Concurrency{Name: "inflight", Max: 2}).Validate(); err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range []floodgate.Concurrency{{Name: "inflight"}, {Name: "", Max: 1}, {Name: "a b", Max: 1}} {
+		if err := c.Validate(); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+			t.Errorf("%+v: Validate() = %v, want ErrInvalidPolicy", c, err)
+		}
+	}
+	if _, err := floodgate.ParseUnit("concurrent-requests"); err == nil || !strings.Contains(err.Error(), "Concurrency") {
+		t.Errorf("ParseUnit(concurrent-requests) = %v, want an error pointing to Concurrency", err)
 	}
 	// A fixed window has no products, so huge quotas over long windows are fine.
 	big := floodgate.Policy{Name: "day", Algorithm: floodgate.FixedWindow, Quota: 1e12, Window: 24 * time.Hour}
@@ -95,9 +102,6 @@ func TestDecisionSummary(t *testing.T) {
 	if _, err := l.Take(ctx, "k", 3); !errors.Is(err, floodgate.ErrCostExceedsQuota) {
 		t.Fatalf("cost 3 > quota 2: %v", err)
 	}
-	if _, err := floodgate.NewLimiter(newMemory(t, clock.Now), []floodgate.Policy{{Name: "c", Algorithm: floodgate.GCRA, Quota: 2, Window: time.Second, Unit: floodgate.ConcurrentRequests}}); !errors.Is(err, floodgate.ErrInvalidPolicy) {
-		t.Fatalf("concurrent-requests in a Limiter: %v", err)
-	}
 }
 
 // brokenStore fails every call until healed; it stands in for a store whose
@@ -108,7 +112,7 @@ type brokenStore struct {
 	calls  atomic.Int64
 }
 
-func (b *brokenStore) Take(ctx context.Context, key string, cost int64, ps []floodgate.Policy, rs []floodgate.Result) error {
+func (b *brokenStore) Take(ctx context.Context, key string, cost floodgate.Cost, ps []floodgate.Policy, rs []floodgate.Result) error {
 	b.calls.Add(1)
 	if b.broken.Load() {
 		return errors.New("connection refused")

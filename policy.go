@@ -70,12 +70,14 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 type Unit uint8
 
 const (
-	Requests           Unit = iota // "requests": each request costs 1 by default
-	ContentBytes                   // "content-bytes": the cost is the request body size
-	ConcurrentRequests             // "concurrent-requests": requests in flight at once
+	Requests     Unit = iota // "requests": each request costs 1 by default
+	ContentBytes             // "content-bytes": the cost is the request body size
 )
 
-var unitNames = [...]string{Requests: "requests", ContentBytes: "content-bytes", ConcurrentRequests: "concurrent-requests"}
+// In-flight caps ("concurrent-requests" in draft-11) are not a rate, so
+// they are not a Unit: see Concurrency.
+
+var unitNames = [...]string{Requests: "requests", ContentBytes: "content-bytes"}
 
 // String returns the unit's draft-11 name, e.g. "content-bytes".
 func (u Unit) String() string {
@@ -95,7 +97,10 @@ func ParseUnit(s string) (Unit, error) {
 			return Unit(u), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown unit %q (want requests, content-bytes or concurrent-requests)", ErrInvalidPolicy, s)
+	if s == "concurrent-requests" {
+		return 0, fmt.Errorf("%w: concurrent-requests is not a rate: cap requests in flight with a Concurrency instead", ErrInvalidPolicy)
+	}
+	return 0, fmt.Errorf("%w: unknown unit %q (want requests or content-bytes)", ErrInvalidPolicy, s)
 }
 
 // MarshalText implements encoding.TextMarshaler.
@@ -126,9 +131,8 @@ type Policy struct {
 	// pass at once after an idle period. 0 means Quota. The window algorithms
 	// have no burst, so Validate rejects a Burst on them rather than ignore it.
 	Burst int64
-	// Unit is what Quota counts. ConcurrentRequests policies are enforced by
-	// the HTTP middleware's in-flight slots; Quota is then the slot count,
-	// and Algorithm, Window and Burst are unused (they may be zero).
+	// Unit is what Quota counts: which part of a Cost the policy is
+	// charged (Cost.Of).
 	Unit Unit
 }
 
@@ -173,14 +177,6 @@ func (p Policy) Validate() error {
 	}
 	if int(p.Unit) >= len(unitNames) {
 		return fail("unknown unit %d", p.Unit)
-	}
-	if p.Unit == ConcurrentRequests {
-		// A cap on requests in flight is a count, not a rate: there is no
-		// algorithm, window or burst to check.
-		if p.Quota <= 0 {
-			return fail("quota must be positive, got %d", p.Quota)
-		}
-		return nil
 	}
 	if p.Algorithm == 0 {
 		return fail("no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
@@ -244,16 +240,16 @@ func ValidatePolicies(policies []Policy) error {
 }
 
 // CheckCost returns ErrInvalidCost for a negative cost and
-// ErrCostExceedsQuota when cost is above some policy's Capacity: such a
-// request could never pass, so waiting would not help. Stores call it before
-// touching any state.
-func CheckCost(cost int64, policies []Policy) error {
-	if cost < 0 {
-		return fmt.Errorf("%w: %d", ErrInvalidCost, cost)
+// ErrCostExceedsQuota when the cost in some policy's unit is above its
+// Capacity: such a request could never pass, so waiting would not help.
+// Stores call it before touching any state.
+func CheckCost(cost Cost, policies []Policy) error {
+	if cost.Requests < 0 || cost.ContentBytes < 0 {
+		return fmt.Errorf("%w: %+v", ErrInvalidCost, cost)
 	}
 	for i := range policies { // by index: a Policy is too large to copy on every request
-		if p := &policies[i]; cost > p.Capacity() {
-			return fmt.Errorf("%w: cost %d, policy %q admits at most %d at once", ErrCostExceedsQuota, cost, p.Name, p.Capacity())
+		if p := &policies[i]; cost.Of(p.Unit) > p.Capacity() {
+			return fmt.Errorf("%w: cost %d %s, policy %q admits at most %d at once", ErrCostExceedsQuota, cost.Of(p.Unit), p.Unit, p.Name, p.Capacity())
 		}
 	}
 	return nil

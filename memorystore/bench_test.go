@@ -50,7 +50,7 @@ func newBenchStore(b *testing.B, policies []floodgate.Policy, keys []string) *me
 	b.Cleanup(func() { st.Close() })
 	results := make([]floodgate.Result, len(policies))
 	for _, k := range keys {
-		if err := st.Take(context.Background(), k, 1, policies, results); err != nil {
+		if err := st.Take(context.Background(), k, one, policies, results); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -72,7 +72,7 @@ func BenchmarkTake(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				if err := st.Take(ctx, "user:0", 1, policies, results); err != nil {
+				if err := st.Take(ctx, "user:0", one, policies, results); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -84,7 +84,7 @@ func BenchmarkTake(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				results := make([]floodgate.Result, 1)
 				for pb.Next() {
-					if err := st.Take(ctx, "user:0", 1, policies, results); err != nil {
+					if err := st.Take(ctx, "user:0", one, policies, results); err != nil {
 						b.Error(err)
 						return
 					}
@@ -98,7 +98,7 @@ func BenchmarkTake(b *testing.B) {
 			b.ResetTimer()
 			i := 0
 			for range b.N {
-				if err := st.Take(ctx, keys[i], 1, policies, results); err != nil {
+				if err := st.Take(ctx, keys[i], one, policies, results); err != nil {
 					b.Fatal(err)
 				}
 				if i++; i == len(keys) {
@@ -117,7 +117,7 @@ func BenchmarkTake(b *testing.B) {
 				// so workers rarely hit the same key at once.
 				i := int(worker.Add(1)*7919) % len(keys)
 				for pb.Next() {
-					if err := st.Take(ctx, keys[i], 1, policies, results); err != nil {
+					if err := st.Take(ctx, keys[i], one, policies, results); err != nil {
 						b.Error(err)
 						return
 					}

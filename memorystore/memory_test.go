@@ -43,7 +43,7 @@ func fill(tb testing.TB, st *memorystore.Store, policies []floodgate.Policy, n i
 	buf := []byte("user:")
 	for i := range n {
 		buf = strconv.AppendInt(buf[:5], int64(i), 10)
-		if err := st.Take(context.Background(), string(buf), 1, policies, results); err != nil {
+		if err := st.Take(context.Background(), string(buf), one, policies, results); err != nil {
 			tb.Fatal(err)
 		}
 		if !results[0].Allowed {

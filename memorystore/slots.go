@@ -10,11 +10,11 @@ import (
 // Acquire implements floodgate.Slots: in-flight slots counted per key and
 // policy. The lease is not needed in one process, where release always runs
 // (the middleware defers it, so it also runs on panic).
-func (s *Store) Acquire(ctx context.Context, key string, p floodgate.Policy, lease time.Duration) (func(), int64, bool, error) {
+func (s *Store) Acquire(ctx context.Context, key string, c floodgate.Concurrency, lease time.Duration) (func(), int64, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, false, err
 	}
-	sk := slotKey{key, p.Name}
+	sk := slotKey{key, c.Name}
 	sh, _ := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -22,7 +22,7 @@ func (s *Store) Acquire(ctx context.Context, key string, p floodgate.Policy, lea
 		sh.slots = make(map[slotKey]int64)
 	}
 	n := sh.slots[sk]
-	if n >= p.Quota {
+	if n >= c.Max {
 		return nil, 0, false, nil
 	}
 	sh.slots[sk] = n + 1
@@ -40,7 +40,7 @@ func (s *Store) Acquire(ctx context.Context, key string, p floodgate.Policy, lea
 			sh.slots[sk]--
 		}
 	}
-	return release, p.Quota - n - 1, true, nil
+	return release, c.Max - n - 1, true, nil
 }
 
 type slotKey struct{ key, policy string }

@@ -46,6 +46,7 @@ type shard struct {
 type node struct {
 	exp   int64 // µs; after it the state equals the zero state
 	name  string
+	alg   floodgate.Algorithm // with name, the state's identity (as in Redis' key names)
 	state algorithm.State
 	log   *algorithm.Log // sliding window log only
 	next  *node
@@ -145,8 +146,8 @@ func (s *Store) shard(key string) (*shard, uint64) {
 // ErrCostExceedsQuota for a cost that can never pass, and ctx's error if ctx
 // is already done; otherwise it cannot fail. It does not allocate for a key
 // it already holds, except to grow a sliding window log.
-func (s *Store) Take(ctx context.Context, key string, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
-	if cost < 0 {
+func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) error {
+	if cost.Requests < 0 || cost.ContentBytes < 0 {
 		return floodgate.CheckCost(cost, policies)
 	}
 	if err := ctx.Err(); err != nil {
@@ -170,23 +171,27 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	// recovered by net/http) cannot leave the key locked for good.
 	defer e.mu.Unlock()
 	head := &e.first
-	if len(policies) != 1 || head.next != nil || head.log != nil || head.name != policies[0].Name {
+	if len(policies) != 1 || head.next != nil || head.log != nil || head.name != policies[0].Name || head.alg != policies[0].Algorithm {
 		_, err := take(head, false, now, cost, policies, results)
 		return err
 	}
 	// The common case, one policy on a key already held: decide and write
 	// in place, with nothing else on the way.
 	p := &policies[0]
-	if cost > p.Capacity() {
+	c := cost.Of(p.Unit)
+	if c > p.Capacity() {
 		return floodgate.CheckCost(cost, policies)
 	}
 	if head.exp <= now {
 		head.state = algorithm.State{} // what an expired state equals
 	}
 	var r algorithm.Result
-	decide(&head.state, p, now, cost, &r)
-	if r.Allowed && cost > 0 {
+	decide(&head.state, p, now, c, &r)
+	if r.Allowed && c > 0 {
 		head.exp = r.Expires
+	}
+	if c == 0 && !cost.IsPeek() {
+		r.Allowed, r.RetryAfter = true, 0 // charged nothing: it cannot deny (see Store.Take)
 	}
 	setResult(&results[0], r)
 	return nil
@@ -194,7 +199,7 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 
 // takeLocked is Take under the shard's lock: for a key that is new, or
 // that Take missed while the table changed.
-func (s *Store) takeLocked(sh *shard, hash uint64, key string, now, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
+func (s *Store) takeLocked(sh *shard, hash uint64, key string, now int64, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.tab.Load()
@@ -231,21 +236,23 @@ func (s *Store) takeLocked(sh *shard, hash uint64, key string, now, cost int64, 
 // shortcut for one policy). unused says that head holds no state yet, for
 // a new key. A policy without a state gets one: head itself while it is
 // unused, else a node after it.
-func take(head *node, unused bool, now, cost int64, policies []floodgate.Policy, results []floodgate.Result) (charged bool, err error) {
+func take(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) (charged bool, err error) {
+	if err := floodgate.CheckCost(cost, policies); err != nil {
+		return false, err
+	}
 	var buf [4]pending
 	pend := buf[:0]
 	if len(policies) > len(buf) {
 		pend = make([]pending, 0, len(policies))
 	}
+	peek := cost.IsPeek()
 	allowed := true
 	for i := range policies {
 		p := &policies[i]
-		if cost > p.Capacity() {
-			return false, floodgate.CheckCost(cost, policies)
-		}
+		c := cost.Of(p.Unit)
 		var n *node
 		if !unused {
-			n = find(head, p.Name)
+			n = find(head, p)
 		}
 		var st algorithm.State
 		var r algorithm.Result
@@ -257,12 +264,17 @@ func take(head *node, unused bool, now, cost int64, policies []floodgate.Policy,
 				}
 				log = n.log
 			}
-			r = log.Take(now, params(p), cost)
+			r = log.Take(now, params(p), c)
 		} else {
 			if n != nil && n.exp > now {
 				st = n.state
 			}
-			decide(&st, p, now, cost, &r)
+			decide(&st, p, now, c, &r)
+		}
+		if c == 0 && !peek {
+			// Charged nothing, it reports its standing and takes no
+			// part in the decision.
+			r.Allowed, r.RetryAfter = true, 0
 		}
 		allowed = allowed && r.Allowed
 		pend = append(pend, pending{state: st, exp: r.Expires})
@@ -273,27 +285,31 @@ func take(head *node, unused bool, now, cost int64, policies []floodgate.Policy,
 		// standing without this request's cost.
 		for i := range results {
 			if results[i].Allowed {
-				results[i].Remaining += cost
+				results[i].Remaining += cost.Of(policies[i].Unit)
 			}
 		}
 		return false, nil
 	}
-	if cost == 0 {
+	if peek {
 		return false, nil
 	}
 	for i := range policies {
 		p := &policies[i]
+		c := cost.Of(p.Unit)
+		if c == 0 {
+			continue
+		}
 		var n *node
 		if !unused {
-			n = find(head, p.Name)
+			n = find(head, p)
 		}
 		switch {
 		case n != nil:
 		case unused:
 			n, unused = head, false
-			n.name = p.Name
+			n.name, n.alg = p.Name, p.Algorithm
 		default:
-			n = &node{name: p.Name, next: head.next}
+			n = &node{name: p.Name, alg: p.Algorithm, next: head.next}
 			head.next = n
 		}
 		n.exp = pend[i].exp
@@ -301,7 +317,7 @@ func take(head *node, unused bool, now, cost int64, policies []floodgate.Policy,
 			if n.log == nil {
 				n.log = new(algorithm.Log)
 			}
-			n.log.Add(now, cost)
+			n.log.Add(now, c)
 			continue
 		}
 		n.state = pend[i].state
@@ -341,9 +357,11 @@ type pending struct {
 	exp   int64
 }
 
-func find(n *node, name string) *node {
+// find returns p's state node in the list at n: the one of p's name and
+// algorithm, nil if none.
+func find(n *node, p *floodgate.Policy) *node {
 	for ; n != nil; n = n.next {
-		if n.name == name {
+		if n.name == p.Name && n.alg == p.Algorithm {
 			return n
 		}
 	}
@@ -417,7 +435,7 @@ func (s *Store) Reset(ctx context.Context, key string, policies []floodgate.Poli
 	for _, p := range policies {
 		var prev *node
 		for n := &e.first; n != nil; prev, n = n, n.next {
-			if n.name != p.Name {
+			if n.name != p.Name || n.alg != p.Algorithm {
 				continue
 			}
 			switch {

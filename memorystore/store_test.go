@@ -21,6 +21,15 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestSlotsConformance: one process needs no leases; release always runs.
+func TestSlotsConformance(t *testing.T) {
+	storetest.RunSlots(t, func(t *testing.T) floodgate.Slots {
+		st := memorystore.New()
+		t.Cleanup(func() { st.Close() })
+		return st
+	}, false)
+}
+
 // TestPanicUnlocks: a policy that was never validated can make an
 // algorithm panic (here by dividing by a zero window); net/http recovers
 // such panics, so neither the shard's lock (a new key) nor the key's own
@@ -32,20 +41,20 @@ func TestPanicUnlocks(t *testing.T) {
 	res := make([]floodgate.Result, 1)
 	good := []floodgate.Policy{{Name: "p", Algorithm: floodgate.FixedWindow, Quota: 5, Window: time.Second}}
 	bad := []floodgate.Policy{{Name: "p", Algorithm: floodgate.FixedWindow, Quota: 1}}
-	if err := s.Take(ctx, "held", 1, good, res); err != nil {
+	if err := s.Take(ctx, "held", one, good, res); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"new", "held"} {
 		panicked := func() (p any) {
 			defer func() { p = recover() }()
-			s.Take(ctx, key, 1, bad, res)
+			s.Take(ctx, key, one, bad, res)
 			return nil
 		}()
 		if panicked == nil {
 			t.Fatalf("%s key: a zero window did not panic; this test no longer tests anything", key)
 		}
 		done := make(chan error, 1)
-		go func() { done <- s.Take(ctx, key, 1, good, res) }()
+		go func() { done <- s.Take(ctx, key, one, good, res) }()
 		select {
 		case err := <-done:
 			if err != nil || !res[0].Allowed {
@@ -112,7 +121,7 @@ func TestNoLostDecisions(t *testing.T) {
 			default:
 			}
 			k := "churn:" + strconv.Itoa(i)
-			if err := st.Take(ctx, k, 1, churn, res); err != nil {
+			if err := st.Take(ctx, k, one, churn, res); err != nil {
 				t.Error(err)
 				return
 			}
@@ -129,7 +138,7 @@ func TestNoLostDecisions(t *testing.T) {
 			res := make([]floodgate.Result, 1)
 			for i := range tries * hotKeys {
 				k := (i + w) % hotKeys
-				if err := st.Take(ctx, "hot:"+strconv.Itoa(k), 1, hot, res); err != nil {
+				if err := st.Take(ctx, "hot:"+strconv.Itoa(k), one, hot, res); err != nil {
 					t.Error(err)
 					return
 				}
@@ -157,7 +166,7 @@ func TestNoLostDecisions(t *testing.T) {
 func TestSweepRace(t *testing.T) {
 	st, clock := steppedStore(t, 1)
 	ctx := context.Background()
-	one := []floodgate.Policy{{Name: "one", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Second}}
+	onePolicy := []floodgate.Policy{{Name: "one", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Second}}
 	defer sweepWhile(st)()
 	rounds := 3000
 	if testing.Short() || raceEnabled() {
@@ -173,7 +182,7 @@ func TestSweepRace(t *testing.T) {
 				defer wg.Done()
 				res := make([]floodgate.Result, 1)
 				for range 4 {
-					if err := st.Take(ctx, "k", 1, one, res); err != nil {
+					if err := st.Take(ctx, "k", one, onePolicy, res); err != nil {
 						t.Error(err)
 						return
 					}
@@ -203,7 +212,7 @@ func TestSweepDropsAll(t *testing.T) {
 		if i%7 == 0 {
 			p = long
 		}
-		if err := st.Take(ctx, "k"+strconv.Itoa(i), 1, p, res); err != nil {
+		if err := st.Take(ctx, "k"+strconv.Itoa(i), one, p, res); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,7 +222,7 @@ func TestSweepDropsAll(t *testing.T) {
 		t.Fatalf("Len() = %d after Sweep, want %d (the live keys)", n, want)
 	}
 	for i := 0; i < 5000; i += 7 { // still held: spent, so denied
-		if st.Take(ctx, "k"+strconv.Itoa(i), 1, long, res); res[0].Allowed {
+		if st.Take(ctx, "k"+strconv.Itoa(i), one, long, res); res[0].Allowed {
 			t.Fatalf("k%d was admitted again: Sweep dropped a live key", i)
 		}
 	}
@@ -226,12 +235,12 @@ func TestUnnamedPolicy(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	res := make([]floodgate.Result, 2)
-	one := []floodgate.Policy{{Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Hour}}
-	two := append(one, floodgate.Policy{Name: "b", Algorithm: floodgate.FixedWindow, Quota: 5, Window: time.Hour})
-	for _, ps := range [][]floodgate.Policy{one, two} {
+	onePolicy := []floodgate.Policy{{Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Hour}}
+	two := append(onePolicy, floodgate.Policy{Name: "b", Algorithm: floodgate.FixedWindow, Quota: 5, Window: time.Hour})
+	for _, ps := range [][]floodgate.Policy{onePolicy, two} {
 		key := "k" + strconv.Itoa(len(ps))
 		for i, want := range []bool{true, false, false} {
-			if err := st.Take(ctx, key, 1, ps, res); err != nil || res[0].Allowed != want {
+			if err := st.Take(ctx, key, one, ps, res); err != nil || res[0].Allowed != want {
 				t.Fatalf("%d policies, take %d: allowed %v, %v; want %v", len(ps), i+1, res[0].Allowed, err, want)
 			}
 		}

@@ -12,8 +12,7 @@ type request struct {
 	keys   []string // one per policy
 	params []param  // one per policy
 	now    int64    // µs, or -1 for the server's TIME
-	cost   int64
-	group  uint32 // requests of one group may share a script call
+	group  uint32   // requests of one group may share a script call
 
 	out []int64 // 4 per policy, as the script replies
 	err error
@@ -31,7 +30,7 @@ const (
 	abandoned
 )
 
-type param struct{ alg, quota, capacity, window int64 }
+type param struct{ alg, quota, capacity, window, cost int64 }
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 

@@ -24,7 +24,7 @@ func BenchmarkTake(b *testing.B) {
 		res := make([]floodgate.Result, 1)
 		ctx := context.Background()
 		for i := 0; b.Loop(); i++ {
-			if err := s.Take(ctx, keys[i%len(keys)], 1, policies, res); err != nil {
+			if err := s.Take(ctx, keys[i%len(keys)], one, policies, res); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -38,7 +38,7 @@ func BenchmarkTake(b *testing.B) {
 			i := 0
 			for pb.Next() {
 				i++
-				if err := s.Take(ctx, keys[i%len(keys)], 1, policies, res); err != nil {
+				if err := s.Take(ctx, keys[i%len(keys)], one, policies, res); err != nil {
 					b.Error(err)
 					return
 				}

@@ -19,3 +19,15 @@ func runConformance(t *testing.T, rdb redis.UniversalClient) {
 func TestConformanceStandalone(t *testing.T) { runConformance(t, standaloneClient(t)) }
 func TestConformanceCluster(t *testing.T)    { runConformance(t, clusterClient(t)) }
 func TestConformanceSentinel(t *testing.T)   { runConformance(t, sentinelClient(t)) }
+
+// The slot suite, leases included: a Redis store is shared across
+// processes, so a crashed holder's slot must free itself.
+func TestSlotsConformanceStandalone(t *testing.T) {
+	rdb := standaloneClient(t)
+	storetest.RunSlots(t, func(t *testing.T) floodgate.Slots { return newTestStore(t, rdb) }, true)
+}
+
+func TestSlotsConformanceCluster(t *testing.T) {
+	rdb := clusterClient(t)
+	storetest.RunSlots(t, func(t *testing.T) floodgate.Slots { return newTestStore(t, rdb) }, true)
+}

@@ -42,7 +42,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	res := make([]floodgate.Result, len(ps))
 	ctx := context.Background()
-	take := func() error { return s.Take(ctx, key, 1, ps, res) }
+	take := func() error { return s.Take(ctx, key, one, ps, res) }
 	for range 20 {
 		if err := take(); err != nil || !res[0].Allowed {
 			t.Fatalf("before the failover: %+v, %v", res, err)

@@ -90,7 +90,7 @@ func TestUnavailableWrapsCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := make([]floodgate.Result, 1)
-	err = s.Take(context.Background(), "k", 1, onePolicy(floodgate.GCRA), res)
+	err = s.Take(context.Background(), "k", one, onePolicy(floodgate.GCRA), res)
 	if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("Take on a closed port: %v, want ErrStoreUnavailable wrapping ECONNREFUSED", err)
 	}
@@ -120,7 +120,7 @@ func TestTimeouts(t *testing.T) {
 			}
 			res := make([]floodgate.Result, 1)
 			ps := onePolicy(floodgate.TokenBucket)
-			if err := s.Take(context.Background(), "k", 1, ps, res); err != nil {
+			if err := s.Take(context.Background(), "k", one, ps, res); err != nil {
 				t.Fatal(err)
 			}
 			sleeper := redis.NewClient(&redis.Options{Addr: p.addr()})
@@ -131,14 +131,14 @@ func TestTimeouts(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // let the sleep begin
 
 			start := time.Now()
-			err = s.Take(context.Background(), "k", 1, ps, res)
+			err = s.Take(context.Background(), "k", one, ps, res)
 			if el := time.Since(start); !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) || el > 150*time.Millisecond {
 				t.Errorf("per-call timeout: %v after %v, want ErrStoreUnavailable (deadline exceeded) after ~50ms", err, el)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
 			defer cancel()
 			start = time.Now()
-			err = s.Take(ctx, "k", 1, ps, res)
+			err = s.Take(ctx, "k", one, ps, res)
 			if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, floodgate.ErrStoreUnavailable) || el > 45*time.Millisecond {
 				t.Errorf("context deadline: %v after %v, want context.DeadlineExceeded after ~15ms", err, el)
 			}

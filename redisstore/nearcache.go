@@ -31,9 +31,9 @@ type nearShard struct {
 
 type denial struct {
 	policies []floodgate.Policy
-	cost     int64     // the denied cost, a peek counting as 1
-	at       time.Time // when the denied call was sent
-	until    time.Time // at + the shortest RetryAfter of the denying policies
+	cost     floodgate.Cost // the denied cost
+	at       time.Time      // when the denied call was sent
+	until    time.Time      // at + the shortest RetryAfter of the denying policies
 	results  []floodgate.Result
 }
 
@@ -49,11 +49,21 @@ func (c *nearCache) shard(tag string) *nearShard {
 	return &c.shards[maphash.String(c.seed, tag)%uint64(len(c.shards))]
 }
 
+// charged is what policy p decides on for cost: its part of it, or 1 for
+// a peek (whose Allowed says whether 1 would pass).
+func charged(cost floodgate.Cost, p *floodgate.Policy) int64 {
+	if cost.IsPeek() {
+		return 1
+	}
+	return cost.Of(p.Unit)
+}
+
 // answer fills results and returns true when a remembered denial covers
-// this request: same policies, a cost at least the denied one, and a cost
-// every policy that admitted the denied request would still admit by its
-// reported Remaining (otherwise that policy's answer would change).
-func (c *nearCache) answer(tag string, policies []floodgate.Policy, cost int64, now time.Time, results []floodgate.Result) bool {
+// this request: same policies, for every denying policy a charge of at
+// least 1 and at least the denied one, and for every policy that admitted
+// the denied request a charge it would still admit by its reported
+// Remaining (otherwise that policy's answer would change).
+func (c *nearCache) answer(tag string, policies []floodgate.Policy, cost floodgate.Cost, now time.Time, results []floodgate.Result) bool {
 	sh := c.shard(tag)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -65,12 +75,13 @@ func (c *nearCache) answer(tag string, policies []floodgate.Policy, cost int64, 
 		delete(sh.m, tag)
 		return false
 	}
-	cost = max(cost, 1)
-	if cost < d.cost || !slices.Equal(d.policies, policies) {
+	if !slices.Equal(d.policies, policies) {
 		return false
 	}
-	for _, r := range d.results {
-		if r.Allowed && cost > r.Remaining {
+	for i, r := range d.results {
+		p := &policies[i]
+		c := charged(cost, p)
+		if r.Allowed && c > r.Remaining || !r.Allowed && (c < 1 || c < charged(d.cost, p)) {
 			return false
 		}
 	}
@@ -86,7 +97,7 @@ func (c *nearCache) answer(tag string, policies []floodgate.Policy, cost int64, 
 }
 
 // remember keeps a denial whose shortest RetryAfter is long enough.
-func (c *nearCache) remember(tag string, policies []floodgate.Policy, cost int64, sent time.Time, results []floodgate.Result) {
+func (c *nearCache) remember(tag string, policies []floodgate.Policy, cost floodgate.Cost, sent time.Time, results []floodgate.Result) {
 	shortest := time.Duration(-1)
 	for _, r := range results {
 		if !r.Allowed && (shortest < 0 || r.RetryAfter < shortest) {
@@ -98,7 +109,7 @@ func (c *nearCache) remember(tag string, policies []floodgate.Policy, cost int64
 	}
 	d := &denial{
 		policies: slices.Clone(policies),
-		cost:     max(cost, 1),
+		cost:     cost,
 		at:       sent,
 		until:    sent.Add(shortest),
 		results:  slices.Clone(results),

@@ -143,7 +143,7 @@ func TestOverAdmissionChild(t *testing.T) {
 			wg.Go(func() {
 				res := make([]floodgate.Result, 1)
 				for range attempts {
-					if err := st.Take(context.Background(), "hot", 1, policies, res); err != nil {
+					if err := st.Take(context.Background(), "hot", one, policies, res); err != nil {
 						t.Error(err)
 						return
 					}

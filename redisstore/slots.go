@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,8 +34,11 @@ return {1, quota - n - 1}
 // Acquire implements floodgate.Slots with leases (see acquireScript).
 // lease bounds how long a crashed holder keeps a slot; at least 1 ms.
 // Errors: ErrStoreUnavailable wrapping the cause, or ctx's error.
-func (s *Store) Acquire(ctx context.Context, key string, p floodgate.Policy, lease time.Duration) (func(), int64, bool, error) {
-	k := redisKey(s.prefix, tag(key, s.maxKeyLen), &p) + ":slots"
+func (s *Store) Acquire(ctx context.Context, key string, c floodgate.Concurrency, lease time.Duration) (func(), int64, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, false, err
+	}
+	k := s.prefix + "{" + tag(key, s.maxKeyLen) + "}:" + c.Name + ":slots"
 	var raw [12]byte
 	rand.Read(raw[:])
 	token := hex.EncodeToString(raw[:])
@@ -42,7 +46,7 @@ func (s *Store) Acquire(ctx context.Context, key string, p floodgate.Policy, lea
 	var res []int64
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = acquireScript.Run(ctx, s.client, []string{k}, p.Quota, ms, token).Int64Slice()
+		res, err = acquireScript.Run(ctx, s.client, []string{k}, c.Max, ms, token).Int64Slice()
 		return err
 	})
 	if err != nil {
@@ -54,10 +58,13 @@ func (s *Store) Acquire(ctx context.Context, key string, p floodgate.Policy, lea
 	if res[0] != 1 {
 		return nil, 0, false, nil
 	}
+	var once sync.Once
 	release := func() {
 		// Best effort, detached from the request (call adds the timeout):
 		// if it fails, the lease ends anyway.
-		s.call(context.WithoutCancel(ctx), func(ctx context.Context) error { return s.client.ZRem(ctx, k, token).Err() })
+		once.Do(func() {
+			s.call(context.WithoutCancel(ctx), func(ctx context.Context) error { return s.client.ZRem(ctx, k, token).Err() })
+		})
 	}
 	return release, res[1], true, nil
 }

@@ -15,7 +15,7 @@ func TestSlotsAreLeases(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := newTestStore(t, rdb)
 			ctx := context.Background()
-			p := floodgate.Policy{Name: "inflight", Algorithm: floodgate.FixedWindow, Quota: 2, Window: time.Second, Unit: floodgate.ConcurrentRequests}
+			p := floodgate.Concurrency{Name: "inflight", Max: 2}
 
 			rel1, free, ok, err := st.Acquire(ctx, "client", p, time.Minute)
 			if err != nil || !ok || free != 1 {

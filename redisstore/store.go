@@ -195,7 +195,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // error when ctx ends first; otherwise ErrStoreUnavailable wrapping the
 // cause — a connection failure, the per-call timeout, or an error reply
 // (including READONLY, CLUSTERDOWN and the like during a failover).
-func (s *Store) Take(ctx context.Context, key string, cost int64, policies []floodgate.Policy, results []floodgate.Result) error {
+func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) error {
 	if err := floodgate.CheckCost(cost, policies); err != nil {
 		return err
 	}
@@ -214,9 +214,9 @@ func (s *Store) Take(ctx context.Context, key string, cost int64, policies []flo
 	for i := range policies {
 		p := &policies[i]
 		r.keys[i] = redisKey(s.prefix, t, p)
-		r.params[i] = param{int64(p.Algorithm), p.Quota, p.Capacity(), p.Window.Microseconds()}
+		r.params[i] = param{int64(p.Algorithm), p.Quota, p.Capacity(), p.Window.Microseconds(), cost.Of(p.Unit)}
 	}
-	r.now, r.cost = -1, cost
+	r.now = -1
 	if s.clock != nil {
 		r.now = s.clock().UnixMicro()
 	}
@@ -484,7 +484,7 @@ func evalCmd(ctx context.Context, verb, body string, slack int64, group []*reque
 	nkeys, nargs := 0, 2 // n and the TTL slack, then per request
 	for _, r := range group {
 		nkeys += len(r.keys)
-		nargs += 3 + 4*len(r.params)
+		nargs += 2 + 5*len(r.params)
 	}
 	args := make([]any, 0, 3+nkeys+nargs)
 	args = append(args, verb, body, strconv.Itoa(nkeys))
@@ -495,9 +495,9 @@ func evalCmd(ctx context.Context, verb, body string, slack int64, group []*reque
 	}
 	args = append(args, strconv.Itoa(len(group)), slack)
 	for _, r := range group {
-		args = append(args, r.now, r.cost, len(r.params))
+		args = append(args, r.now, len(r.params))
 		for _, p := range r.params {
-			args = append(args, p.alg, p.quota, p.capacity, p.window)
+			args = append(args, p.alg, p.quota, p.capacity, p.window, p.cost)
 		}
 	}
 	cmd := redis.NewIntSliceCmd(ctx, args...)

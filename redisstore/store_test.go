@@ -73,7 +73,7 @@ func TestHostileKeysOnCluster(t *testing.T) {
 	ctx := context.Background()
 	for _, key := range []string{"}", "{", "{}", "", "a{b}c", "x}{y", strings.Repeat("k", 5000), "#x"} {
 		for i, want := range []bool{true, true, false} {
-			if err := s.Take(ctx, key, 1, ps, res); err != nil {
+			if err := s.Take(ctx, key, one, ps, res); err != nil {
 				t.Fatalf("key %.20q call %d: %v", key, i, err)
 			}
 			if res[0].Allowed != want {
@@ -106,7 +106,7 @@ func TestCodeFlush(t *testing.T) {
 			ps := onePolicy(floodgate.SlidingWindowLog)
 			res := make([]floodgate.Result, 1)
 			ctx := context.Background()
-			if err := s.Take(ctx, "k", 1, ps, res); err != nil || res[0].Remaining != 2 {
+			if err := s.Take(ctx, "k", one, ps, res); err != nil || res[0].Remaining != 2 {
 				t.Fatalf("first call: %+v, %v", res[0], err)
 			}
 			err := s.everyMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
@@ -118,7 +118,7 @@ func TestCodeFlush(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Take(ctx, "k", 1, ps, res); err != nil || !res[0].Allowed || res[0].Remaining != 1 {
+			if err := s.Take(ctx, "k", one, ps, res); err != nil || !res[0].Allowed || res[0].Remaining != 1 {
 				t.Fatalf("after FUNCTION FLUSH and SCRIPT FLUSH: %+v, %v; want allowed, remaining 1", res[0], err)
 			}
 			if s.noFunctions.Load() {
@@ -174,7 +174,7 @@ func TestNoFcallPermission(t *testing.T) {
 	s := newTestStore(t, rdb)
 	res := make([]floodgate.Result, 1)
 	for i, want := range []int64{2, 1, 0} {
-		if err := s.Take(context.Background(), "k", 1, onePolicy(floodgate.GCRA), res); err != nil || !res[0].Allowed || res[0].Remaining != want {
+		if err := s.Take(context.Background(), "k", one, onePolicy(floodgate.GCRA), res); err != nil || !res[0].Allowed || res[0].Remaining != want {
 			t.Fatalf("call %d: %+v, %v; want allowed, remaining %d", i, res[0], err, want)
 		}
 		if !s.noFunctions.Load() {
@@ -218,7 +218,7 @@ func TestNoFunctionPermission(t *testing.T) {
 	ps := onePolicy(floodgate.GCRA)
 	res := make([]floodgate.Result, 1)
 	for i, want := range []int64{2, 1, 0} {
-		if err := s.Take(ctx, "k", 1, ps, res); err != nil || !res[0].Allowed || res[0].Remaining != want {
+		if err := s.Take(ctx, "k", one, ps, res); err != nil || !res[0].Allowed || res[0].Remaining != want {
 			t.Fatalf("call %d: %+v, %v; want allowed, remaining %d", i, res[0], err, want)
 		}
 	}
@@ -229,7 +229,7 @@ func TestNoFunctionPermission(t *testing.T) {
 	if err := admin.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Take(ctx, "k", 1, ps, res); err != nil || res[0].Allowed || res[0].Remaining != 0 {
+	if err := s.Take(ctx, "k", one, ps, res); err != nil || res[0].Allowed || res[0].Remaining != 0 {
 		t.Fatalf("after SCRIPT FLUSH: %+v, %v; want denied, remaining 0", res[0], err)
 	}
 }
@@ -248,7 +248,7 @@ func TestServerTime(t *testing.T) {
 		{Name: "tb", Algorithm: floodgate.TokenBucket, Quota: 4, Window: time.Hour},
 	}
 	for i, st := range []*Store{a, b, a, b} {
-		if err := st.Take(ctx, "shared", 1, ps, res); err != nil {
+		if err := st.Take(ctx, "shared", one, ps, res); err != nil {
 			t.Fatal(err)
 		}
 		if want := i < 3; res[0].Allowed != want {
@@ -291,7 +291,7 @@ func TestNearCache(t *testing.T) {
 	ctx := context.Background()
 	take := func(key string, cost int64, ps []floodgate.Policy) {
 		t.Helper()
-		if err := s.Take(ctx, key, cost, ps, res); err != nil {
+		if err := s.Take(ctx, key, floodgate.Cost{Requests: cost}, ps, res); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -382,7 +382,7 @@ func TestMemoryUsage(t *testing.T) {
 	}
 	for _, a := range allAlgorithms {
 		p := floodgate.Policy{Name: "api", Algorithm: a, Quota: 100_000, Window: time.Hour}
-		if err := s.Take(ctx, key, 1, []floodgate.Policy{p}, res); err != nil {
+		if err := s.Take(ctx, key, one, []floodgate.Policy{p}, res); err != nil {
 			t.Fatal(err)
 		}
 		n := usage(p, key)
@@ -396,7 +396,7 @@ func TestMemoryUsage(t *testing.T) {
 	for _, entries := range []int{1, 10, 100, 128, 129, 1000} {
 		for ; done < entries; done++ {
 			clock.Advance(time.Millisecond) // one entry per call
-			if err := s.Take(ctx, key, 1, []floodgate.Policy{p}, res); err != nil {
+			if err := s.Take(ctx, key, one, []floodgate.Policy{p}, res); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -96,7 +96,12 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, newStore) })
 	t.Run("ManyKeys", func(t *testing.T) { manyKeys(t, newStore) })
 	t.Run("Reset", func(t *testing.T) { reset(t, newStore) })
+	t.Run("Units", func(t *testing.T) { units(t, newStore) })
+	t.Run("Identity", func(t *testing.T) { identity(t, newStore) })
 }
+
+// each is a cost of c in every unit.
+func each(c int64) floodgate.Cost { return floodgate.Cost{Requests: c, ContentBytes: c} }
 
 func play(t *testing.T, newStore NewStore, sc script) {
 	clock := NewClock(Epoch)
@@ -109,7 +114,7 @@ func play(t *testing.T, newStore NewStore, sc script) {
 			key = "k"
 		}
 		clear(res)
-		err := st.Take(context.Background(), key, stp.cost, sc.policies, res)
+		err := st.Take(context.Background(), key, each(stp.cost), sc.policies, res)
 		where := fmt.Sprintf("step %d (t=%v key=%s cost=%d)", i, stp.at, key, stp.cost)
 		if stp.err != nil {
 			if !errors.Is(err, stp.err) {
@@ -148,7 +153,7 @@ func limitPlusOne(t *testing.T, newStore NewStore) {
 			ps := []floodgate.Policy{pol("v1", a, 5, time.Minute, 0)}
 			res := make([]floodgate.Result, 1)
 			for i := range 6 {
-				if err := st.Take(context.Background(), "client", 1, ps, res); err != nil {
+				if err := st.Take(context.Background(), "client", each(1), ps, res); err != nil {
 					t.Fatal(err)
 				}
 				if wantOK := i < 5; res[0].Allowed != wantOK || res[0].Remaining != max(int64(4-i), 0) {
@@ -178,7 +183,7 @@ func concurrent(t *testing.T, newStore NewStore) {
 				wg.Go(func() {
 					res := make([]floodgate.Result, 2)
 					<-start
-					if err := st.Take(context.Background(), "hot", 1, ps, res); err != nil {
+					if err := st.Take(context.Background(), "hot", each(1), ps, res); err != nil {
 						t.Error(err)
 						return
 					}
@@ -197,7 +202,7 @@ func concurrent(t *testing.T, newStore NewStore) {
 			}
 			// All or nothing: the denied requests spent nothing from "other".
 			res := make([]floodgate.Result, 2)
-			if err := st.Take(context.Background(), "hot", 0, ps, res); err != nil {
+			if err := st.Take(context.Background(), "hot", each(0), ps, res); err != nil {
 				t.Fatal(err)
 			}
 			if res[1].Remaining != 1000-limit {
@@ -214,7 +219,7 @@ func manyKeys(t *testing.T, newStore NewStore) {
 	res := make([]floodgate.Result, 1)
 	for round, wantOK := range []bool{true, false} {
 		for i := range 500 {
-			if err := st.Take(context.Background(), fmt.Sprintf("key-%d", i), 1, ps, res); err != nil {
+			if err := st.Take(context.Background(), fmt.Sprintf("key-%d", i), each(1), ps, res); err != nil {
 				t.Fatal(err)
 			}
 			if res[0].Allowed != wantOK {
@@ -225,7 +230,7 @@ func manyKeys(t *testing.T, newStore NewStore) {
 	// Two windows later every key is fresh again.
 	clock.Advance(2 * time.Minute)
 	for i := range 500 {
-		if err := st.Take(context.Background(), fmt.Sprintf("key-%d", i), 1, ps, res); err != nil {
+		if err := st.Take(context.Background(), fmt.Sprintf("key-%d", i), each(1), ps, res); err != nil {
 			t.Fatal(err)
 		}
 		if !res[0].Allowed || res[0].Remaining != 0 {
@@ -242,7 +247,7 @@ func reset(t *testing.T, newStore NewStore) {
 			ps := []floodgate.Policy{pol("r", a, 2, time.Hour, 0)}
 			res := make([]floodgate.Result, 1)
 			for range 3 {
-				if err := st.Take(context.Background(), "k", 1, ps, res); err != nil {
+				if err := st.Take(context.Background(), "k", each(1), ps, res); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -252,12 +257,83 @@ func reset(t *testing.T, newStore NewStore) {
 			if err := st.Reset(context.Background(), "k", ps); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Take(context.Background(), "k", 0, ps, res); err != nil {
+			if err := st.Take(context.Background(), "k", each(0), ps, res); err != nil {
 				t.Fatal(err)
 			}
 			if res[0].Remaining != 2 {
 				t.Fatalf("after Reset remaining %d, want 2", res[0].Remaining)
 			}
 		})
+	}
+}
+
+// units: one request spends a count and a body size, each from the
+// policies of its own unit, all or nothing across both (REQUIREMENTS K3).
+// A request denied by the content-bytes policy spends nothing from the
+// requests policy, and a request with no body is not denied by an
+// exhausted content-bytes policy it spends nothing from.
+func units(t *testing.T, newStore NewStore) {
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock(Epoch)
+			st := newStore(t, clock.Now)
+			ps := []floodgate.Policy{pol("req", a, 3, time.Hour, 0), pol("bytes", floodgate.FixedWindow, 10, time.Hour, 0)}
+			ps[1].Unit = floodgate.ContentBytes
+			res := make([]floodgate.Result, 2)
+			take := func(c floodgate.Cost) {
+				t.Helper()
+				clear(res)
+				if err := st.Take(context.Background(), "u", c, ps, res); err != nil {
+					t.Fatal(err)
+				}
+			}
+			take(floodgate.Cost{Requests: 1, ContentBytes: 8})
+			if !res[0].Allowed || !res[1].Allowed || res[0].Remaining != 2 || res[1].Remaining != 2 {
+				t.Fatalf("first request: %+v, want both admitted with 2 left", res)
+			}
+			take(floodgate.Cost{Requests: 1, ContentBytes: 8})
+			if res[1].Allowed || !res[0].Allowed || res[0].Remaining != 2 {
+				t.Fatalf("second request: %+v, want bytes denying and req reporting 2 left, unspent", res)
+			}
+			take(floodgate.Cost{Requests: 1})
+			if !res[0].Allowed || !res[1].Allowed || res[0].Remaining != 1 || res[1].Remaining != 2 || res[1].RetryAfter != 0 {
+				t.Fatalf("bodiless request: %+v, want admitted with req 1 left and bytes 2 left", res)
+			}
+			take(floodgate.Cost{})
+			if res[0].Remaining != 1 || res[1].Remaining != 2 {
+				t.Fatalf("peek after: %+v, want req 1 and bytes 2 left", res)
+			}
+			take(floodgate.Cost{ContentBytes: 3})
+			if res[1].Allowed || !res[0].Allowed || res[0].Remaining != 1 {
+				t.Fatalf("body over the bytes left: %+v, want bytes denying and req unspent at 1", res)
+			}
+		})
+	}
+}
+
+// identity: a policy's state is known by its name and its algorithm, so
+// the same name under two algorithms keeps two states, in every store.
+func identity(t *testing.T, newStore NewStore) {
+	clock := NewClock(Epoch)
+	st := newStore(t, clock.Now)
+	fw := []floodgate.Policy{pol("same", floodgate.FixedWindow, 2, time.Hour, 0)}
+	tb := []floodgate.Policy{pol("same", floodgate.TokenBucket, 2, time.Hour, 0)}
+	res := make([]floodgate.Result, 1)
+	for range 2 {
+		if err := st.Take(context.Background(), "id", each(1), fw, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Take(context.Background(), "id", each(1), tb, res); err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Allowed || res[0].Remaining != 1 {
+		t.Fatalf("token bucket after the fixed window spent its quota: %+v, want a state of its own with 1 left", res[0])
+	}
+	if err := st.Take(context.Background(), "id", floodgate.Cost{}, fw, res); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Remaining != 0 {
+		t.Fatalf("fixed window after the token bucket: remaining %d, want its own 0", res[0].Remaining)
 	}
 }

@@ -1,9 +1,10 @@
 -- The dispatcher: one call decides one or more requests, in order, each
 -- across all of its policies, all or nothing.
 --
--- ARGV: n, TTL slack (ms, see ttl), then per request: now (µs since the epoch, or -1 for the server's
--- TIME), cost, number of policies p, then per policy: algorithm (the
--- floodgate.Algorithm value), quota, capacity, window (µs).
+-- ARGV: n, TTL slack (ms, see ttl), then per request: now (µs since the
+-- epoch, or -1 for the server's TIME), number of policies p, then per
+-- policy: algorithm (the floodgate.Algorithm value), quota, capacity,
+-- window (µs), cost (in the policy's unit).
 -- KEYS: per request, its p policy keys in the same order.
 -- Reply: per request and policy: allowed (1/0), remaining, reset after (µs),
 -- retry after (µs). When a request is denied, a policy that would have
@@ -24,8 +25,8 @@ local function decide(KEYS, ARGV)
   local out, o, k, a = {}, 0, 0, 3
   local server_now
   for _ = 1, tonumber(ARGV[1]) do
-    local now, cost, p = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    a = a + 3
+    local now, p = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+    a = a + 2
     if now < 0 then
       if not server_now then
         local t = call('TIME')
@@ -33,13 +34,19 @@ local function decide(KEYS, ARGV)
       end
       now = server_now
     end
+    -- A request charged nothing in every unit is a peek; otherwise a policy
+    -- charged nothing reports its standing and cannot deny.
+    local peek = true
+    for i = 0, p - 1 do
+      if tonumber(ARGV[a + 5 * i + 4]) > 0 then peek = false end
+    end
     -- take returns the decision and, when it admits a cost, the write to
     -- make: state fields a, b, c, expiry, keep-TTL flag. The writes wait in
-    -- pend, 6 slots per policy with the algorithm, until every policy of
-    -- the request has admitted it (all or nothing).
+    -- pend, 7 slots per policy with the algorithm and cost, until every
+    -- policy of the request has admitted it (all or nothing).
     local base, ok, pend = o, true, {}
     for i = 1, p do
-      local alg = tonumber(ARGV[a])
+      local alg, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 4])
       local take = TAKE[alg]
       if not take then
         local loader = LOADERS[alg]
@@ -48,22 +55,24 @@ local function decide(KEYS, ARGV)
         TAKE[alg] = take
       end
       local allowed, rem, reset, retry, sa, sb, sc, exp, keep = take(KEYS[k + i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), cost)
+      if cost == 0 and not peek then allowed, retry = 1, 0 end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, rem, reset, retry
-      local j = 6 * i
-      pend[j - 5], pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j] = alg, sa, sb, sc, exp, keep
-      o, a = o + 4, a + 4
+      local j = 7 * i
+      pend[j - 6], pend[j - 5], pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j] = alg, cost, sa, sb, sc, exp, keep
+      o, a = o + 4, a + 5
       ok = ok and allowed == 1
     end
     if ok then
-      if cost > 0 then
-        for i = 1, p do
-          local j = 6 * i
-          COMMIT[pend[j - 5]](KEYS[k + i], now, cost, pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j])
+      for i = 1, p do
+        local j = 7 * i
+        if pend[j - 5] > 0 then
+          COMMIT[pend[j - 6]](KEYS[k + i], now, pend[j - 5], pend[j - 4], pend[j - 3], pend[j - 2], pend[j - 1], pend[j])
         end
       end
     else
-      for j = base, o - 1, 4 do
-        if out[j + 1] == 1 then out[j + 2] = out[j + 2] + cost end
+      for i = 1, p do
+        local j = base + 4 * (i - 1)
+        if out[j + 1] == 1 then out[j + 2] = out[j + 2] + pend[7 * i - 5] end
       end
     end
     k = k + p
