@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/tier"
 )
 
 // Default values of fields left out of the file (docs/CONFIG.md lists them
@@ -82,6 +83,7 @@ type Config struct {
 
 	// policies holds the compiled Policies, filled by validation.
 	policies map[string]floodgate.Policy
+	caps     map[string]floodgate.Concurrency // policies of unit concurrent-requests
 }
 
 // Gateway is the reverse proxy face.
@@ -281,16 +283,24 @@ func (c *Config) Policy(name string) (floodgate.Policy, bool) {
 	return p, ok
 }
 
-// RulePolicies returns the compiled policies of rule i, in the rule's order.
-func (c *Config) RulePolicies(i int) []floodgate.Policy {
-	out := make([]floodgate.Policy, 0, len(c.Rules[i].Policies))
-	for _, n := range c.Rules[i].Policies {
-		out = append(out, c.policies[n])
+// RuleLimits returns the compiled limits of rule i, in the rule's order:
+// its rate policies, and its concurrent-requests policies as caps.
+func (c *Config) RuleLimits(i int) tier.Limits { return c.limits(c.Rules[i].Policies) }
+
+// limits compiles a list of policy names.
+func (c *Config) limits(names []string) tier.Limits {
+	var l tier.Limits
+	for _, n := range names {
+		if p, ok := c.policies[n]; ok {
+			l.Policies = append(l.Policies, p)
+		} else if k, ok := c.caps[n]; ok {
+			l.Concurrency = append(l.Concurrency, k)
+		}
 	}
-	return out
+	return l
 }
 
-// AllPolicies returns every compiled policy, sorted by name.
+// AllPolicies returns every compiled rate policy, sorted by name.
 func (c *Config) AllPolicies() []floodgate.Policy {
 	out := make([]floodgate.Policy, 0, len(c.policies))
 	for _, n := range sortedKeys(c.policies) {

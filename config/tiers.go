@@ -86,15 +86,13 @@ func (t RuleTiers) TierPartition() tier.Partition {
 
 // TierPlans returns the static tiers with their compiled policies. Valid
 // only after validation, and only for tiers.source static.
-func (c *Config) TierPlans() map[string][]floodgate.Policy {
+func (c *Config) TierPlans() map[string]tier.Limits {
 	if c.Tiers == nil {
 		return nil
 	}
-	out := make(map[string][]floodgate.Policy, len(c.Tiers.Plans))
+	out := make(map[string]tier.Limits, len(c.Tiers.Plans))
 	for name, ps := range c.Tiers.Plans {
-		for _, p := range ps {
-			out[name] = append(out[name], c.policies[p])
-		}
+		out[name] = c.limits(ps)
 	}
 	return out
 }
@@ -212,21 +210,18 @@ func (v *validator) staticTiers() {
 			v.fail(f, "a tier needs at least one policy")
 			continue
 		}
-		var compiled []floodgate.Policy
 		ok := true
 		for j, p := range ps {
-			pol, found := c.policies[p]
-			if !found {
+			_, found := c.policies[p]
+			if _, isCap := c.caps[p]; !found && !isCap {
 				ok = false
 				if _, defined := c.Policies[p]; !defined {
 					v.fail(fmt.Sprintf("%s[%d]", f, j), "unknown policy %q%s", p, knownPolicies(p, c.Policies))
 				}
-				continue
 			}
-			compiled = append(compiled, pol)
 		}
 		if ok {
-			if err := floodgate.ValidatePolicies(compiled); err != nil {
+			if err := c.limits(ps).Validate(); err != nil {
 				v.fail(f, "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
 			}
 		}

@@ -16,8 +16,9 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
-	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/header"
 )
 
 func reflectValue(c *Config) reflect.Value { return reflect.ValueOf(c).Elem() }
@@ -109,7 +110,7 @@ func (v *validator) validate() {
 			v.fail("identity."+f.name, "%q is not a header name", *f.val)
 		}
 	}
-	if _, err := httplimit.ParseHeaderStyle(c.Headers.Style); err != nil {
+	if _, err := engine.ParseHeaderStyle(c.Headers.Style); err != nil {
 		v.fail("headers.style", "unknown style %q (want both, draft11, legacy or none)", c.Headers.Style)
 	}
 	if c.Headers.Style == "" {
@@ -357,9 +358,14 @@ func (v *validator) store() {
 func (v *validator) policies() {
 	c := v.cfg
 	c.policies = map[string]floodgate.Policy{}
+	c.caps = map[string]floodgate.Concurrency{}
 	for _, name := range sortedKeys(c.Policies) {
 		spec := c.Policies[name]
 		f := "policies." + name
+		if spec.Unit == header.UnitConcurrentRequests {
+			v.concurrency(name, spec)
+			continue
+		}
 		p := floodgate.Policy{Name: name, Quota: spec.Quota, Window: spec.Window.D(), Burst: spec.Burst}
 		ok := true
 		bad := func(field, format string, args ...any) {
@@ -384,8 +390,6 @@ func (v *validator) policies() {
 			bad(".quota", "must be positive, got %d", spec.Quota)
 		}
 		switch {
-		case p.Unit == floodgate.ConcurrentRequests && !v.has(f+".window"):
-			// slots have no window
 		case !v.has(f + ".window"):
 			bad("", "window is required, e.g. window: 1m")
 		case spec.Window.D() < time.Millisecond:
@@ -409,6 +413,34 @@ func (v *validator) policies() {
 			}
 			c.policies[name] = p
 		}
+	}
+}
+
+// concurrency compiles a policy of unit concurrent-requests: an in-flight
+// cap, with a name and a quota only.
+func (v *validator) concurrency(name string, spec PolicySpec) {
+	f := "policies." + name
+	c := floodgate.Concurrency{Name: name, Max: spec.Quota}
+	ok := true
+	if !validName(name) {
+		v.fail(f, "bad policy name: use 1–64 letters, digits, '_', '-' or '.'")
+		ok = false
+	}
+	if !v.has(f + ".quota") {
+		v.fail(f, "quota is required")
+		ok = false
+	} else if spec.Quota <= 0 {
+		v.fail(f+".quota", "must be positive, got %d", spec.Quota)
+		ok = false
+	}
+	for _, field := range []string{"algorithm", "burst"} {
+		if v.has(f + "." + field) {
+			v.fail(f+"."+field, "a concurrent-requests policy counts requests in flight: it has no %s", field)
+			ok = false
+		}
+	}
+	if ok {
+		v.cfg.caps[name] = c
 	}
 }
 
@@ -501,24 +533,24 @@ func (v *validator) rules() {
 			}
 			seen[name] = true
 			p, ok := c.policies[name]
-			if !ok {
+			if _, isCap := c.caps[name]; !ok && !isCap {
 				if _, defined := c.Policies[name]; !defined {
 					v.fail(pf, "unknown policy %q%s", name, knownPolicies(name, c.Policies))
 				}
 				continue
 			}
-			if p.Unit == floodgate.Requests && r.Cost > p.Capacity() {
+			if ok && p.Unit == floodgate.Requests && r.Cost > p.Capacity() {
 				v.fail(f+".cost", "cost %d can never pass policy %q, which admits at most %d at once", r.Cost, name, p.Capacity())
 			}
 		}
-		mode, err := httplimit.ParseMode(r.Mode)
+		mode, err := engine.ParseMode(r.Mode)
 		if err != nil {
 			v.fail(f+".mode", "unknown mode %q (want enforce, shadow or throttle)", r.Mode)
 		}
 		if r.Mode == "" {
 			r.Mode = "enforce"
 		}
-		if mode == httplimit.Throttle && r.MaxDelay <= 0 {
+		if mode == engine.Throttle && r.MaxDelay <= 0 {
 			v.fail(f+".max_delay", "throttle mode needs a positive max_delay, e.g. 2s")
 		}
 		if r.MaxDelay < 0 {

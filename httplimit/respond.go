@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -9,161 +10,75 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 )
 
-// Headers writes the rate-limit fields of a response (REQUIREMENTS H3,
-// H4, H6). The middleware uses it on every response; the daemon's decision
-// API uses it too, so both speak alike.
-type Headers struct {
-	Style  HeaderStyle
-	Reset  header.ResetStyle // X-RateLimit-Reset: epoch (default) or delta seconds
-	WarnAt float64           // X-RateLimit-Warning from this share used; ≤ 0: never
-	Now    func() time.Time  // for the reset epoch; nil: time.Now
-}
-
-// PolicyField formats the RateLimit-Policy value of policies: name, q, w
-// in whole seconds (at least 1; none for concurrent-requests), and qu when
-// not "requests" (draft-11 §3.1).
-func PolicyField(policies []floodgate.Policy) (string, error) {
-	fields := make([]header.Policy, len(policies))
-	for i, p := range policies {
-		fields[i] = header.Policy{Name: p.Name, Quota: p.Quota, Unit: p.Unit.String()}
-		if p.Unit != floodgate.ConcurrentRequests {
-			fields[i].Window = header.Seconds(p.Window)
+// refuse answers a request the engine did not admit, by its verdict.
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, key string, o *engine.Outcome) {
+	switch o.Verdict {
+	case engine.Denied:
+		m.fields.Set(w.Header(), o)
+		m.reject(w, r, ru, key, o)
+	case engine.Reduced:
+		m.fields.Set(w.Header(), o)
+		m.reducedCapacity(w, r, ru, key, o)
+	case engine.Blocked:
+		m.block(w, r, ru, key, o.RetryAfter)
+	case engine.Invalid:
+		status, title := http.StatusBadRequest, "Bad Request"
+		if errors.Is(o.Err, floodgate.ErrCostExceedsQuota) {
+			status, title = http.StatusRequestEntityTooLarge, "Content Too Large"
 		}
-	}
-	return header.FormatPolicy(fields)
-}
-
-// Set writes the fields for results on h: RateLimit with every result,
-// policyValue as RateLimit-Policy (see PolicyField; the slice is shared,
-// which is safe as long as its len equals its cap), and X-RateLimit-* for
-// the denying policy of denied, or else the one closest to its limit.
-// denied is nil for an admitted request. Set runs on every response, so
-// the values are built in one buffer and cut from one string.
-func (hw *Headers) Set(h http.Header, policyValue []string, results []floodgate.Result, denied *floodgate.Decision) {
-	if hw.Style == None || len(results) == 0 {
-		return
-	}
-	var buf [192]byte
-	b := buf[:0]
-	var ends [4]int // where each value ends in b
-	n := 0
-	if hw.Style != Legacy {
-		var lbuf [8]header.Limit
-		limits := lbuf[:0]
-		for _, r := range results {
-			l := header.Limit{Name: r.Policy.Name, Remaining: r.Remaining}
-			if r.Policy.Unit != floodgate.ConcurrentRequests {
-				l.Window, l.HasWindow = EffectiveWindow(r), true
-			}
-			limits = append(limits, l)
-		}
-		var err error
-		if b, err = header.AppendLimit(b, limits); err != nil {
-			return // names were validated when the rule was built
-		}
-		ends[n], n = len(b), n+1
-	}
-	// The legacy fields and the warning speak of one policy: the denying
-	// one (the decision's own), or else the one closest to its limit.
-	var r floodgate.Result
-	if denied != nil {
-		r = floodgate.Result{Policy: denied.Policy, Remaining: denied.Remaining, ResetAfter: denied.ResetAfter, RetryAfter: denied.RetryAfter}
-	} else {
-		r = results[0]
-		for i := range results[1:] {
-			if c := &results[1+i]; c.Remaining*r.Policy.Quota < r.Remaining*c.Policy.Quota {
-				r = *c
-			}
-		}
-	}
-	if hw.Style != Draft11 {
-		now := time.Now()
-		if hw.Now != nil {
-			now = hw.Now()
-		}
-		b = strconv.AppendInt(b, r.Policy.Quota, 10)
-		ends[n], n = len(b), n+1
-		b = strconv.AppendInt(b, max(r.Remaining, 0), 10)
-		ends[n], n = len(b), n+1
-		b = header.AppendLegacyReset(b, now.Add(max(r.ResetAfter, r.RetryAfter)), now, hw.Reset)
-		ends[n], n = len(b), n+1
-	}
-	all := string(b)
-	vals := make([]string, n)
-	start := 0
-	for i := range n {
-		vals[i], start = all[start:ends[i]], ends[i]
-	}
-	i := 0
-	if hw.Style != Legacy {
-		h[header.FieldRateLimit] = vals[0:1:1]
-		h[header.FieldPolicy] = policyValue
-		i = 1
-	}
-	if hw.Style != Draft11 {
-		h[header.FieldXLimit] = vals[i : i+1 : i+1]
-		h[header.FieldXRemaining] = vals[i+1 : i+2 : i+2]
-		h[header.FieldXReset] = vals[i+2 : i+3 : i+3]
-	}
-	if hw.WarnAt > 0 && denied == nil {
-		if used := r.Policy.Quota - r.Remaining; float64(used) >= hw.WarnAt*float64(r.Policy.Quota) {
-			h[header.FieldXWarning] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", r.Policy.Name, used, r.Policy.Quota)}
+		header.Problem{Title: title, Status: status, Detail: o.Err.Error()}.Write(w)
+	case engine.Rejected:
+		m.rejected(w, r, ru, o.Err)
+	default: // Unavailable
+		if ctx := r.Context(); ctx.Err() != nil {
+			contextEnded(w, ctx)
 			return
 		}
+		serviceUnavailable(w, "rate limit store unavailable for rule "+strconv.Quote(ru.name))
 	}
-	// An outer middleware's warning would speak of a policy whose other
-	// fields were just replaced.
-	delete(h, header.FieldXWarning)
 }
 
-// EffectiveWindow is t of draft-11 §3.2 for one result, in whole seconds:
-// for a denied policy, the seconds until the cost fits, so Retry-After (the
-// largest of them) never points before the end of t (§6); otherwise the
-// seconds until more quota comes, at least 1, raised so that r/t never
-// exceeds q/w (§8: values must not invite a faster pace than the policy's
-// own).
-func EffectiveWindow(r floodgate.Result) int64 {
-	if !r.Allowed {
-		return header.Seconds(r.RetryAfter)
-	}
-	t := header.Seconds(r.ResetAfter)
-	if w := header.Seconds(r.Policy.Window); r.Remaining*w > t*r.Policy.Quota {
-		t = (r.Remaining*w + r.Policy.Quota - 1) / r.Policy.Quota
-	}
-	return t
-}
-
-// RetryAfterSeconds is Retry-After for a denied decision, in whole
-// seconds: rounded up, at least 1, and not before the end of any violated
-// policy's t (REQUIREMENTS H2, draft-11 §6).
-func RetryAfterSeconds(d *floodgate.Decision) int64 {
-	s := header.Seconds(d.RetryAfter)
-	for _, r := range d.Results {
-		if !r.Allowed {
-			s = max(s, EffectiveWindow(r))
-		}
-	}
-	return s
-}
-
-func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, key string, d *floodgate.Decision) {
-	secs := RetryAfterSeconds(d)
-	refusing(w.Header(), secs)
-	m.metrics.retryAfter(ru.name, secs)
-	m.logDenied(r.Context(), ru, key, d, secs, slog.LevelWarn, "rate limit exceeded")
-	if m.onReject != nil {
-		m.onReject(w, r, *d)
+// rejected writes a *Reject (from a Plan func or a Cost func) as it says.
+func (m *Middleware) rejected(w http.ResponseWriter, r *http.Request, ru *rule, err error) {
+	var rej *Reject
+	if !errors.As(err, &rej) || rej.Status < 400 || rej.Status > 599 {
+		m.logger.Error("a rule refused a request with a status that is not an error", slog.String("rule", ru.name), slog.Any("error", err))
+		header.Problem{Title: "Internal Server Error", Status: 500,
+			Detail: fmt.Sprintf("rule %q refused the request without a 4xx or 5xx status", ru.name)}.Write(w)
 		return
 	}
-	p := d.Policy
-	detail := fmt.Sprintf("rate limit of %d %s per %s exceeded", p.Quota, p.Unit, formatWindow(p.Window))
-	if p.Unit == floodgate.ConcurrentRequests {
-		detail = fmt.Sprintf("limit of %d concurrent requests exceeded", p.Quota)
+	p := rej.Problem
+	p.Status = rej.Status // RFC 9457 §3.1.2: the member repeats the response's status
+	p.Write(w)
+}
+
+func problem(status int, detail string) header.Problem {
+	return header.Problem{Title: http.StatusText(status), Status: status, Detail: detail}
+}
+
+func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, key string, o *engine.Outcome) {
+	secs := engine.RetryAfterSeconds(o)
+	refusing(w.Header(), secs)
+	m.logDenied(r.Context(), ru, key, o, secs, "rate limit exceeded")
+	if m.onReject != nil {
+		m.onReject(w, r, o)
+		return
 	}
-	header.QuotaExceeded(detail, secs, d.Violated()...).Write(w)
+	header.QuotaExceeded(Detail(o), secs, o.Violated()...).Write(w)
+}
+
+// Detail says in words which limit refused o: "rate limit of 5 requests
+// per 1m exceeded", or "limit of 4 concurrent requests exceeded".
+func Detail(o *engine.Outcome) string {
+	it := &o.Items[o.Summary]
+	if it.Window == 0 {
+		return fmt.Sprintf("limit of %d concurrent requests exceeded", it.Quota)
+	}
+	return fmt.Sprintf("rate limit of %d %s per %s exceeded", it.Quota, it.Unit, formatWindow(it.Window))
 }
 
 // block answers a key held by the Blocker: 429 with the
@@ -171,7 +86,6 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key string, ra time.Duration) {
 	secs := header.Seconds(ra)
 	refusing(w.Header(), secs)
-	m.metrics.decision(ru.name, "", "blocked")
 	m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",
 		slog.String("rule", ru.name), slog.String("key", Fingerprint(key)), slog.Int64("retry_after", secs))
 	header.Problem{
@@ -183,21 +97,16 @@ func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key
 // reducedCapacity answers a request refused only because quotas are
 // temporarily lowered: 503 with the temporary-reduced-capacity type; the
 // RateLimit-Policy already set shows the lowered quotas (draft-11 §5).
-func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru *rule, key string, d *floodgate.Decision) {
-	secs := RetryAfterSeconds(d)
+func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru *rule, key string, o *engine.Outcome) {
+	secs := engine.RetryAfterSeconds(o)
 	refusing(w.Header(), secs)
-	m.logDenied(r.Context(), ru, key, d, secs, slog.LevelWarn, "refused under reduced capacity")
+	m.logDenied(r.Context(), ru, key, o, secs, "refused under reduced capacity")
+	it := &o.Items[o.Summary]
 	header.Problem{
 		Type: header.ProblemTemporaryReducedCapacity, Title: "Temporary Reduced Capacity", Status: 503,
-		Detail:           fmt.Sprintf("capacity temporarily reduced to %d %s per %s", d.Policy.Quota, d.Policy.Unit, formatWindow(d.Policy.Window)),
-		ViolatedPolicies: d.Violated(), RetryAfter: secs,
+		Detail:           fmt.Sprintf("capacity temporarily reduced to %d %s per %s", it.Quota, it.Unit, formatWindow(it.Window)),
+		ViolatedPolicies: o.Violated(), RetryAfter: secs,
 	}.Write(w)
-}
-
-// unavailable answers a fail-closed store error: 503, never 429, since the
-// client did nothing wrong (S3).
-func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, ru *rule, err error) {
-	serviceUnavailable(w, "rate limit store unavailable for rule "+strconv.Quote(ru.name))
 }
 
 // contextEnded answers a request whose context ended before its limits
@@ -214,10 +123,10 @@ func serviceUnavailable(w http.ResponseWriter, detail string) {
 	header.Problem{Title: "Service Unavailable", Status: 503, Detail: detail}.Write(w)
 }
 
-func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, d *floodgate.Decision, retryAfter int64, level slog.Level, msg string) {
-	m.logger.LogAttrs(ctx, level, msg,
+func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, o *engine.Outcome, retryAfter int64, msg string) {
+	m.logger.LogAttrs(ctx, slog.LevelWarn, msg,
 		slog.String("rule", ru.name),
-		slog.String("policy", d.Policy.Name),
+		slog.String("policy", o.Items[o.Summary].Name),
 		slog.String("key", Fingerprint(key)),
 		slog.Int64("retry_after", retryAfter),
 	)

@@ -1,52 +1,76 @@
 package httplimit
 
 import (
+	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 )
+
+// Rule limits the requests that match its pattern.
+type Rule struct {
+	// Name labels the rule in logs, metrics and events; default: the
+	// pattern.
+	Name string
+	// Pattern selects requests, in http.ServeMux syntax
+	// "[METHOD ][HOST]/[PATH]" (see the package doc); "/" matches all.
+	// Rules are tried in order and the first match wins.
+	Pattern string
+	// Policies all apply at once, all or nothing (REQUIREMENTS K3):
+	// Requests policies are charged Cost, ContentBytes policies the
+	// request body size, in one store call.
+	Policies []floodgate.Policy
+	// Concurrency caps requests in flight per key: a slot is held while
+	// the handler runs.
+	Concurrency []floodgate.Concurrency
+	// Key builds the partition key from its parts (K1); default ClientIP().
+	Key []KeyPart
+	// Cost charges a request against the Requests policies; default 1.
+	// An error answers 400.
+	Cost func(r *http.Request) (int64, error)
+	// Mode is engine.Enforce (default), engine.Shadow or engine.Throttle.
+	Mode engine.Mode
+	// MaxDelay bounds how long Throttle holds a request.
+	MaxDelay time.Duration
+	// FailureMode is what happens while the store fails (S3); default
+	// FailClosed, answered with 503.
+	FailureMode floodgate.FailureMode
+	// LocalShare is the share of each quota and cap enforced locally with
+	// FailToLocal (e.g. 1/replicas); in (0, 1], 0 meaning 1.
+	LocalShare float64
+	// MaxBodyBytes caps a body of unknown length read under ContentBytes
+	// policies; reading past it fails the read. Default 10 MiB.
+	MaxBodyBytes int64
+	// Plan picks further limits per request: for tiered quotas, the plan
+	// of the request's API key (K6), under the plan's own key ("" means
+	// the rule's). Its limits are decided after the rule's own, so those
+	// can guard it by client IP (K7): guessing keys is limited before any
+	// key lookup. A *Reject error is written as it is (e.g. a 401); any
+	// other error is a failing source, answered by FailureMode: 503 when
+	// closed, the request passes unlimited when open.
+	Plan func(r *http.Request) (engine.Plan, error)
+	// Limits, if set, is the rule's engine side compiled already (so that
+	// several doors share one rule); Policies, Concurrency, Mode,
+	// MaxDelay, FailureMode and LocalShare must then be left zero.
+	Limits *engine.Compiled
+}
 
 // rule is a Rule made ready to serve.
 type rule struct {
-	name     string
-	pattern  *pattern
-	key      []KeyPart
-	cost     func(*http.Request) (int64, error)
-	mode     Mode
-	maxDelay time.Duration
-	failure  floodgate.FailureMode
-	maxBody  int64
-	build    func(ps []floodgate.Policy) (*limits, error)
-
-	static *limits // from Rule.Policies; nil when a Plan rule has none
-	plan   func(r *http.Request) (string, Plan, error)
-	plans  sync.Map // plan name → *limits, rebuilt when a plan's policies change
+	name    string
+	pattern *pattern
+	key     []KeyPart
+	cost    func(*http.Request) (int64, error)
+	maxBody int64
+	plan    func(r *http.Request) (engine.Plan, error)
+	limits  *engine.Compiled
+	bytes   bool // some policy counts content bytes (a plan's may too)
 }
 
-// limits enforces one policy set: one Limiter per unit, and slots.
-type limits struct {
-	policies  []floodgate.Policy
-	requests  *floodgate.Limiter // Requests policies, nil if none
-	bytes     *floodgate.Limiter // ContentBytes policies, nil if none
-	slots     []floodgate.Policy // ConcurrentRequests policies
-	slotStore floodgate.Slots
-	lease     time.Duration
-	// With FailToLocal: where slots are held while slotStore fails, and
-	// this instance's share of each slot policy there.
-	localSlots    floodgate.Slots
-	localSlotCaps []floodgate.Policy
-
-	// policyValue is RateLimit-Policy, the same on every response. Sharing
-	// the slice is safe: len == cap, so an Add on it copies.
-	policyValue []string
-}
-
-func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule, error) {
+func newRule(in Rule, eng *engine.Engine) (*rule, error) {
 	name := in.Name
 	if name == "" {
 		name = in.Pattern
@@ -56,16 +80,7 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 	if err != nil {
 		return fail(err)
 	}
-	r := &rule{
-		name: name, pattern: pat, key: in.Key, cost: in.Cost, mode: in.Mode,
-		maxDelay: in.MaxDelay, failure: in.FailureMode, maxBody: in.MaxBodyBytes, plan: in.Plan,
-	}
-	if r.mode > Throttle {
-		return fail(fmt.Errorf("unknown mode %d", in.Mode))
-	}
-	if r.mode == Throttle && r.maxDelay <= 0 {
-		return fail(fmt.Errorf("throttle mode needs a positive max delay"))
-	}
+	r := &rule{name: name, pattern: pat, key: in.Key, cost: in.Cost, maxBody: in.MaxBodyBytes, plan: in.Plan, limits: in.Limits}
 	if len(r.key) == 0 {
 		r.key = []KeyPart{ClientIP()}
 	}
@@ -80,96 +95,42 @@ func newRule(in Rule, store, local floodgate.Store, logger *slog.Logger) (*rule,
 	case in.MaxBodyBytes == 0:
 		r.maxBody = 10 << 20
 	}
-	switch {
-	case in.FailureMode > floodgate.FailToLocal:
-		return fail(fmt.Errorf("unknown failure mode %d", in.FailureMode))
-	case in.FailureMode == floodgate.FailToLocal && local == nil:
-		return fail(fmt.Errorf("fail-to-local needs Config.Local"))
-	case !(in.LocalShare >= 0 && in.LocalShare <= 1): // NaN too
-		return fail(fmt.Errorf("local share %v is outside (0, 1] (0: the default, 1)", in.LocalShare))
+	if r.limits == nil {
+		r.limits, err = eng.Compile(engine.Rule{Name: name, Policies: in.Policies, Concurrency: in.Concurrency, Mode: in.Mode,
+			MaxDelay: in.MaxDelay, FailureMode: in.FailureMode, LocalShare: in.LocalShare})
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: %w", err)
+		}
+	} else if len(in.Policies) > 0 || len(in.Concurrency) > 0 || in.Mode != 0 || in.MaxDelay != 0 || in.FailureMode != 0 || in.LocalShare != 0 {
+		return fail(fmt.Errorf("a rule with Limits takes its policies, caps and modes from them; leave those fields zero"))
 	}
-	share := in.LocalShare
-	if share == 0 {
-		share = 1
-	}
-	r.build = func(ps []floodgate.Policy) (*limits, error) {
-		opts := []floodgate.Option{floodgate.WithFailureMode(in.FailureMode), floodgate.WithLogger(logger)}
-		if in.FailureMode == floodgate.FailToLocal {
-			opts = append(opts, floodgate.WithLocalFallback(local, share))
-		}
-		l, err := newLimits(ps, store, opts)
-		if err != nil || in.FailureMode != floodgate.FailToLocal || len(l.slots) == 0 {
-			return l, err
-		}
-		if l.localSlots, _ = local.(floodgate.Slots); l.localSlots == nil {
-			return nil, fmt.Errorf("fail-to-local with concurrent-requests policies needs a Config.Local with slots, %T has none", local)
-		}
-		for _, p := range l.slots {
-			l.localSlotCaps = append(l.localSlotCaps, p.Scaled(share))
-		}
-		return l, nil
-	}
-	if in.Plan == nil || len(in.Policies) > 0 {
-		if r.static, err = r.build(in.Policies); err != nil {
-			return fail(err)
-		}
+	r.bytes = r.plan != nil
+	for _, p := range r.limits.Policies() {
+		r.bytes = r.bytes || p.Unit == floodgate.ContentBytes
 	}
 	return r, nil
 }
 
-func newLimits(policies []floodgate.Policy, store floodgate.Store, opts []floodgate.Option) (*limits, error) {
-	if err := floodgate.ValidatePolicies(policies); err != nil {
-		return nil, err
+// request builds the engine's request for r: the key, the cost in each
+// unit (a body of unknown length costs 0 bytes here, and is charged as it
+// is read) and the plan.
+func (ru *rule) request(r *http.Request, info Info) (engine.Request, error) {
+	req := engine.Request{Key: buildKey(ru.key, r, info), Cost: floodgate.Cost{Requests: 1}}
+	if ru.cost != nil {
+		c, err := ru.cost(r)
+		if err != nil {
+			return req, &Reject{Status: http.StatusBadRequest, Problem: problem(http.StatusBadRequest, "cost: "+err.Error())}
+		}
+		req.Cost.Requests = c
 	}
-	l := &limits{policies: policies, lease: time.Minute}
-	var reqs, bytes []floodgate.Policy
-	for _, p := range policies {
-		switch p.Unit {
-		case floodgate.Requests:
-			reqs = append(reqs, p)
-		case floodgate.ContentBytes:
-			bytes = append(bytes, p)
-		case floodgate.ConcurrentRequests:
-			l.slots = append(l.slots, p)
+	if ru.bytes && r.ContentLength > 0 {
+		req.Cost.ContentBytes = r.ContentLength
+	}
+	if ru.plan != nil {
+		req.Plan = func(context.Context) (*engine.Plan, error) {
+			p, err := ru.plan(r)
+			return &p, err
 		}
 	}
-	field, err := PolicyField(policies)
-	if err != nil {
-		return nil, err
-	}
-	l.policyValue = []string{field}
-	if len(l.slots) > 0 {
-		s, ok := store.(floodgate.Slots)
-		if !ok {
-			return nil, fmt.Errorf("concurrent-requests policies need a store with slots, %T has none", store)
-		}
-		l.slotStore = s
-	}
-	if len(reqs) > 0 {
-		if l.requests, err = floodgate.NewLimiter(store, reqs, opts...); err != nil {
-			return nil, err
-		}
-	}
-	if len(bytes) > 0 {
-		if l.bytes, err = floodgate.NewLimiter(store, bytes, opts...); err != nil {
-			return nil, err
-		}
-	}
-	return l, nil
-}
-
-// limitsFor returns the limits of a request's plan, building them on first
-// use and again when the plan's policies change.
-func (r *rule) limitsFor(p Plan) (*limits, error) {
-	if v, ok := r.plans.Load(p.Name); ok {
-		if l := v.(*limits); slices.Equal(l.policies, p.Policies) {
-			return l, nil
-		}
-	}
-	l, err := r.build(slices.Clone(p.Policies))
-	if err != nil {
-		return nil, fmt.Errorf("plan %q: %w", p.Name, err)
-	}
-	r.plans.Store(p.Name, l)
-	return l, nil
+	return req, nil
 }

@@ -27,10 +27,10 @@ func TestAdminRoutes(t *testing.T) {
 	defer red.Close()
 	obs := ops.Observers{det, top, stats, nil}
 	for range 3 {
-		obs.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "192.0.2.1", RetryAfter: time.Second})
+		obs.Observe(engine.Event{Rule: "api", Policy: "p", Key: "192.0.2.1", RetryAfter: time.Second})
 	}
-	obs.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "192.0.2.2", RetryAfter: time.Second})
-	obs.Observe(httplimit.Event{Rule: "api", Key: "192.0.2.3", Allowed: true})
+	obs.Observe(engine.Event{Rule: "api", Policy: "p", Key: "192.0.2.2", RetryAfter: time.Second})
+	obs.Observe(engine.Event{Rule: "api", Key: "192.0.2.3", Allowed: true})
 	if _, err := red.Set(context.Background(), []string{"api"}, 0.5, time.Minute, "drill"); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 )
 
@@ -91,9 +92,6 @@ type DetectorConfig struct {
 	Logger *slog.Logger
 	// Registerer, if set, gets the detector's counters.
 	Registerer prometheus.Registerer
-	// OnBlocked, if set, runs for every request refused by a block (e.g.
-	// Stats.ObserveBlocked). It runs in the request path.
-	OnBlocked func(rule, key string)
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -121,8 +119,8 @@ type Alert struct {
 }
 
 // Detector raises alerts on sustained abuse (REQUIREMENTS O3). It is an
-// httplimit.Observer counting denied decisions per rule and key, and an
-// httplimit.Blocker refusing keys blocked after an alert. Alerts are
+// engine.Observer counting denied decisions per rule and key, and an
+// engine.Blocker refusing keys blocked after an alert. Alerts are
 // deduplicated: after one fires for a key, the next can only fire a whole
 // Window later. Shadow denials (rules on trial) and reduced-capacity
 // refusals (no client's fault) are not counted.
@@ -276,8 +274,8 @@ func (d *Detector) shard(k ruleKey) *detShard {
 }
 
 // Observe counts a denied event; at the threshold it raises an alert.
-func (d *Detector) Observe(e httplimit.Event) {
-	if e.Allowed || e.Shadow || e.Reduced {
+func (d *Detector) Observe(e engine.Event) {
+	if e.Verdict != engine.Denied { // refused by a limit: not a shadow's, a reduction's or a block's
 		return
 	}
 	r := d.rule(e.Rule)
@@ -387,7 +385,7 @@ func (d *Detector) raise(now time.Time, rule, policy, key string, r AbuseRule, u
 	}
 }
 
-// Blocked implements httplimit.Blocker: whether rule's key is blocked after
+// Blocked implements engine.Blocker: whether rule's key is blocked after
 // an alert, and for how long more.
 func (d *Detector) Blocked(rule, key string) (time.Duration, bool) {
 	r := d.rule(rule)
@@ -411,9 +409,6 @@ func (d *Detector) Blocked(rule, key string) (time.Duration, bool) {
 		return 0, false
 	}
 	d.blockedTotal.WithLabelValues(rule).Inc()
-	if d.cfg.OnBlocked != nil {
-		d.cfg.OnBlocked(rule, key)
-	}
 	return until.Sub(now), true
 }
 

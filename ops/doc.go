@@ -4,13 +4,13 @@
 //   - Detector: abuse detection over limit events (by default the same key
 //     limited 100 times within a minute), with one error-level log record,
 //     a counter, an optional webhook and an optional block per alert. It
-//     is an httplimit.Observer and an httplimit.Blocker.
+//     is an engine.Observer and an engine.Blocker.
 //   - Reductions: temporary capacity reduction (e.g. 50% for 10 minutes),
-//     in memory or in Redis for every replica; an httplimit.Capacity.
+//     in memory or in Redis for every replica; an engine.Capacity.
 //   - Offenders: the most limited keys per rule, in bounded memory
-//     (Space-Saving, see TopK); an httplimit.Observer.
+//     (Space-Saving, see TopK); an engine.Observer.
 //   - Stats: the last minutes of decisions, Retry-After values and store
-//     latency quantiles for the dashboard; an httplimit.Observer.
+//     latency quantiles for the dashboard; an engine.Observer.
 //   - Admin: the HTTP handler of the admin routes (POST /v1/admin/reduce,
 //     GET /v1/admin/top, GET /dashboard, ...), with the dashboard's files
 //     embedded in the binary.
@@ -19,7 +19,7 @@
 //
 //	stats := ops.NewStats(ops.StatsConfig{})
 //	top := ops.NewOffenders(ops.OffendersConfig{})
-//	det, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Block: 5 * time.Minute}, OnBlocked: stats.ObserveBlocked})
+//	det, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Block: 5 * time.Minute}})
 //	red := ops.NewReductions(ops.ReductionsConfig{})
 //	mw, _ := httplimit.New(httplimit.Config{
 //		Store: store, Rules: rules,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 )
 
@@ -33,7 +34,7 @@ type OffendersConfig struct {
 }
 
 // Offenders tracks the most limited keys per rule (REQUIREMENTS O4). It is
-// an httplimit.Observer counting denied decisions (shadow denials
+// an engine.Observer counting denied decisions (shadow denials
 // included, reduced-capacity refusals not: those are no client's fault)
 // and a prometheus.Collector exporting floodgate_top_offender_requests.
 type Offenders struct {
@@ -73,8 +74,8 @@ func NewOffenders(cfg OffendersConfig) *Offenders {
 }
 
 // Observe counts a denied event against its key.
-func (o *Offenders) Observe(e httplimit.Event) {
-	if e.Allowed || e.Reduced {
+func (o *Offenders) Observe(e engine.Event) {
+	if e.Verdict != engine.Denied && !e.Shadow {
 		return
 	}
 	key := e.Key

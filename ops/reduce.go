@@ -108,7 +108,7 @@ type ReductionsConfig struct {
 	Now func() time.Time
 }
 
-// Reductions implements httplimit.Capacity over a ReductionStore, answering
+// Reductions implements engine.Capacity over a ReductionStore, answering
 // from a local copy refreshed in the background, so the request path never
 // waits on the store. A reduction ends at its Until even if the store
 // cannot be read any more. It is also a prometheus.Collector exporting
@@ -218,7 +218,7 @@ func (r *Reductions) Close() {
 	<-r.done
 }
 
-// Factor implements httplimit.Capacity: the smallest factor among the
+// Factor implements engine.Capacity: the smallest factor among the
 // policy's own reduction and an AllPolicies one, with its end; 1 and the
 // zero time when none holds.
 func (r *Reductions) Factor(policy string) (float64, time.Time) {

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/engine"
 )
 
 // StatsConfig configures NewStats.
@@ -27,8 +27,7 @@ type StatsConfig struct {
 // Stats keeps the last minutes of decisions for the dashboard: per rule and
 // step, allowed, limited, blocked, reduced-capacity and shadow counts; the
 // Retry-After distribution; and store latency quantiles. It is an
-// httplimit.Observer; blocked requests (which no Observer sees) come in
-// through ObserveBlocked.
+// engine.Observer, which sees blocked requests too.
 type Stats struct {
 	step   time.Duration
 	nslots int
@@ -112,20 +111,27 @@ func (s *Stats) lockSlot() (*statShard, *statSlot) {
 }
 
 // Observe records one decision.
-func (s *Stats) Observe(e httplimit.Event) {
+func (s *Stats) Observe(e engine.Event) {
+	switch e.Verdict {
+	case engine.Allowed, engine.Denied, engine.Reduced, engine.Blocked:
+	default:
+		return // not a limit's decision: a failure, a bad request, a bypass
+	}
 	sh, sl := s.lockSlot()
 	c := sl.rule(e.Rule)
 	switch {
-	case e.Allowed:
-		c.allowed++
 	case e.Shadow:
 		c.shadow++
-	case e.Reduced:
+	case e.Verdict == engine.Allowed:
+		c.allowed++
+	case e.Verdict == engine.Reduced:
 		c.reduced++
+	case e.Verdict == engine.Blocked:
+		c.blocked++
 	default:
 		c.limited++
 	}
-	if !e.Allowed && !e.Shadow {
+	if e.Verdict != engine.Allowed {
 		secs := max(1, int64(math.Ceil(e.RetryAfter.Seconds())))
 		i := 0
 		for i < len(retryBounds) && secs > retryBounds[i] {
@@ -136,14 +142,6 @@ func (s *Stats) Observe(e httplimit.Event) {
 	if e.Latency > 0 {
 		sl.latency[latencyBucket(e.Latency)]++
 	}
-	sh.mu.Unlock()
-}
-
-// ObserveBlocked records a request refused by a block (see
-// DetectorConfig.OnBlocked).
-func (s *Stats) ObserveBlocked(rule, _ string) {
-	sh, sl := s.lockSlot()
-	sl.rule(rule).blocked++
 	sh.mu.Unlock()
 }
 

@@ -15,17 +15,17 @@ func TestStatsSeries(t *testing.T) {
 	clk := newClock()
 	s := ops.NewStats(ops.StatsConfig{Step: 5 * time.Second, Span: time.Minute, Now: clk.Now})
 	for range 3 {
-		s.Observe(httplimit.Event{Rule: "api", Key: "a", Allowed: true, Latency: time.Millisecond})
+		s.Observe(engine.Event{Rule: "api", Key: "a", Allowed: true, Latency: time.Millisecond})
 	}
-	s.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "a", RetryAfter: 1500 * time.Millisecond})
-	s.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "a", RetryAfter: 30 * time.Second})
+	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", RetryAfter: 1500 * time.Millisecond})
+	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", RetryAfter: 30 * time.Second})
 	clk.Advance(5 * time.Second)
-	s.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "a", Reduced: true, RetryAfter: 7 * time.Second})
-	s.Observe(httplimit.Event{Rule: "api", Policy: "p", Key: "a", Shadow: true, RetryAfter: time.Hour})
+	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", Reduced: true, RetryAfter: 7 * time.Second})
+	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", Shadow: true, RetryAfter: time.Hour})
 	s.ObserveBlocked("api", "a")
 	s.ObserveBlocked("api", "a")
 	for range 4 {
-		s.Observe(httplimit.Event{Rule: "login", Key: "b", Allowed: true})
+		s.Observe(engine.Event{Rule: "login", Key: "b", Allowed: true})
 	}
 
 	snap := s.Snapshot()
@@ -76,7 +76,7 @@ func TestStatsLatencyQuantiles(t *testing.T) {
 	s := ops.NewStats(ops.StatsConfig{Now: clk.Now})
 	for i := 1; i <= 10_000; i++ {
 		// 1 µs … 10 ms, uniform.
-		s.Observe(httplimit.Event{Rule: "r", Allowed: true, Latency: time.Duration(i) * time.Microsecond})
+		s.Observe(engine.Event{Rule: "r", Allowed: true, Latency: time.Duration(i) * time.Microsecond})
 	}
 	q := s.Snapshot().Latency.Overall
 	for _, c := range []struct {
@@ -98,7 +98,7 @@ func TestStatsConcurrent(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 1000 {
-				s.Observe(httplimit.Event{Rule: "r", Allowed: (g+i)%2 == 0, Latency: time.Microsecond})
+				s.Observe(engine.Event{Rule: "r", Allowed: (g+i)%2 == 0, Latency: time.Microsecond})
 				if i%100 == 0 {
 					s.Snapshot()
 				}

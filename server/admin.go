@@ -10,7 +10,7 @@ import (
 )
 
 // metrics are the daemon's own collectors, next to the middleware's.
-type metrics struct {
+type daemonMetrics struct {
 	checks         *prometheus.CounterVec
 	checkAllowed   prometheus.Counter // checks' children, resolved once for the hot path
 	checkDenied    prometheus.Counter
@@ -21,8 +21,8 @@ type metrics struct {
 	upstreamErrors *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
+func newMetrics(reg prometheus.Registerer) (*daemonMetrics, error) {
+	m := &daemonMetrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "floodgate_api_checks_total", Help: "Decision API checks by outcome (allowed, denied, error).",
 		}, []string{"outcome"}),

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 )
@@ -90,7 +91,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ls, d, cerr := s.check(r.Context(), st, &req)
+	out, cerr := s.check(r.Context(), st, &req)
 	if cerr != nil {
 		s.m.checkErrors.Inc()
 		if cerr.status == http.StatusServiceUnavailable {
@@ -99,13 +100,13 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
 		return
 	}
-	s.countCheck(d)
-	st.setHeaders(w.Header(), ls, d)
-	writeJSON(w, http.StatusOK, appendDecision(make([]byte, 0, 512), req.Key, d))
+	s.countCheck(&out)
+	st.setHeaders(w.Header(), &out)
+	writeJSON(w, http.StatusOK, appendOutcome(make([]byte, 0, 512), req.Key, &out))
 }
 
-func (s *Server) countCheck(d floodgate.Decision) {
-	if d.Allowed {
+func (s *Server) countCheck(o *engine.Outcome) {
+	if o.Verdict == engine.Allowed {
 		s.m.checkAllowed.Inc()
 	} else {
 		s.m.checkDenied.Inc()
@@ -133,7 +134,7 @@ func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *stat
 		return
 	}
 	type answer struct {
-		d   floodgate.Decision
+		out engine.Outcome
 		err *checkError
 	}
 	answers := make([]answer, len(reqs))
@@ -143,7 +144,7 @@ func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *stat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, answers[i].d, answers[i].err = s.check(ctx, st, reqs[i])
+			answers[i].out, answers[i].err = s.check(ctx, st, reqs[i])
 		}()
 	}
 	wg.Wait()
@@ -161,32 +162,47 @@ func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *stat
 			b = append(b, '}')
 			continue
 		}
-		s.countCheck(a.d)
-		b = appendDecision(b, reqs[i].Key, a.d)
+		s.countCheck(&a.out)
+		b = appendOutcome(b, reqs[i].Key, &a.out)
 	}
 	b = append(b, ']')
 	writeJSON(w, http.StatusOK, b)
 }
 
-// check validates one request and takes its cost.
-func (s *Server) check(ctx context.Context, st *state, req *CheckRequest) (*limiterSet, floodgate.Decision, *checkError) {
+// check validates one request and decides it through the engine, as the
+// gateway decides a request of the same rule: shadow, throttle, blocks,
+// reductions and observers alike. The cost is charged in every unit. A
+// check holds no in-flight slot: a rule's caps say whether one is free
+// now.
+func (s *Server) check(ctx context.Context, st *state, req *CheckRequest) (engine.Outcome, *checkError) {
 	api := st.cfg.API
 	if err := checkKey(req.Key, api.MaxKeyLength); err != nil {
-		return nil, floodgate.Decision{}, err
+		return engine.Outcome{}, err
 	}
 	cost := int64(1)
 	if req.Cost != nil {
 		cost = *req.Cost
 	}
 	if cost < 1 || cost > api.MaxCost {
-		return nil, floodgate.Decision{}, badRequest("cost must be within 1..%d (api.max_cost), got %d; peek with GET /v1/limits/{key}", api.MaxCost, cost)
+		return engine.Outcome{}, badRequest("cost must be within 1..%d (api.max_cost), got %d; peek with GET /v1/limits/{key}", api.MaxCost, cost)
 	}
-	ls, cerr := s.selectSet(st, req.Rule, req.Policies)
+	rule, cerr := s.selectSet(st, req.Rule, req.Policies)
 	if cerr != nil {
-		return nil, floodgate.Decision{}, cerr
+		return engine.Outcome{}, cerr
 	}
-	d, err := ls.l.Take(ctx, req.Key, cost)
-	return ls, d, takeError(err)
+	out := rule.Decide(ctx, engine.Request{Key: req.Key, Cost: floodgate.Cost{Requests: cost, ContentBytes: cost}})
+	out.Release()
+	return out, outcomeError(&out)
+}
+
+// outcomeError is the API's refusal of an outcome that is not a decision:
+// a cost that can never pass, or a failing store.
+func outcomeError(o *engine.Outcome) *checkError {
+	switch o.Verdict {
+	case engine.Invalid, engine.Unavailable:
+		return takeError(o.Err)
+	}
+	return nil
 }
 
 func takeError(err error) *checkError {
@@ -219,7 +235,7 @@ func checkKey(key string, maxLen int) *checkError {
 
 // selectSet finds the limiter for a rule name or a list of policy names
 // (exactly one of them).
-func (s *Server) selectSet(st *state, rule string, policies []string) (*limiterSet, *checkError) {
+func (s *Server) selectSet(st *state, rule string, policies []string) (*engine.Compiled, *checkError) {
 	switch {
 	case rule != "" && len(policies) > 0:
 		return nil, badRequest("give rule or policies, not both")
@@ -227,7 +243,7 @@ func (s *Server) selectSet(st *state, rule string, policies []string) (*limiterS
 		ls, ok := st.rules[rule]
 		if !ok {
 			names := slices.Sorted(maps.Keys(st.rules))
-			return nil, badRequest("unknown rule %q (rules with rate policies: %s)", rule, strings.Join(names, ", "))
+			return nil, badRequest("unknown rule %q (rules: %s)", rule, strings.Join(names, ", "))
 		}
 		return ls, nil
 	case len(policies) > 0:
@@ -245,7 +261,7 @@ func (s *Server) selectSet(st *state, rule string, policies []string) (*limiterS
 // other parameter, a repeated or empty one, or a query that does not parse
 // is a 400: a misspelt "?rules=login" must not peek at, or reset, every
 // policy of the key.
-func (s *Server) selectFromQuery(st *state, r *http.Request) (*limiterSet, *checkError) {
+func (s *Server) selectFromQuery(st *state, r *http.Request) (*engine.Compiled, *checkError) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, badRequest("bad query: %v", err)
@@ -281,15 +297,13 @@ func (s *Server) handlePeek(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, cerr.status, "Bad Request", cerr.detail)
 		return
 	}
-	ls, cerr := s.selectFromQuery(st, r)
+	rule, cerr := s.selectFromQuery(st, r)
 	if cerr == nil {
-		var d floodgate.Decision
-		var err error
-		d, err = ls.l.Take(r.Context(), key, 0)
-		if cerr = takeError(err); cerr == nil {
-			st.setHeaders(w.Header(), ls, d)
+		out := rule.Peek(r.Context(), key)
+		if cerr = outcomeError(&out); cerr == nil {
+			st.setHeaders(w.Header(), &out)
 			w.Header().Del(header.FieldRetryAfter) // a peek spends nothing and asks no wait
-			writeJSON(w, http.StatusOK, appendDecision(make([]byte, 0, 512), key, d))
+			writeJSON(w, http.StatusOK, appendOutcome(make([]byte, 0, 512), key, &out))
 			return
 		}
 	}
@@ -306,20 +320,24 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, cerr.status, "Bad Request", cerr.detail)
 		return
 	}
-	ls, cerr := s.selectFromQuery(st, r)
+	rule, cerr := s.selectFromQuery(st, r)
 	if cerr != nil {
 		writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
 		return
 	}
-	if err := ls.l.Reset(r.Context(), key); err != nil {
+	var policies []string
+	for _, p := range rule.Policies() {
+		policies = append(policies, p.Name)
+	}
+	if err := rule.Reset(r.Context(), key); err != nil {
 		s.logger.Error("reset failed", "error", err)
 		writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "the rate-limit store is unavailable")
 		return
 	}
-	s.logger.Info("limits reset", "key_fingerprint", httplimit.Fingerprint(key), "policies", strings.Join(ls.names, ","))
+	s.logger.Info("limits reset", "key_fingerprint", httplimit.Fingerprint(key), "policies", strings.Join(policies, ","))
 	b := append([]byte(`{"reset":true,"key":`), appendString(nil, key)...)
 	b = append(b, `,"policies":`...)
-	names, _ := json.Marshal(ls.names)
+	names, _ := json.Marshal(policies)
 	b = append(b, names...)
 	writeJSON(w, http.StatusOK, append(b, '}'))
 }
@@ -479,69 +497,91 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// appendDecision writes a decision as JSON by hand: the check endpoint is
+// appendOutcome writes an outcome as JSON by hand: the check endpoint is
 // the hot path, and reflection-based encoding was a large share of it.
 //
-//	{"allowed":true,"key":"k","policy":"api","limit":100,"remaining":99,
-//	 "reset":1,"retry_after":0,"degraded":false,"results":[{"policy":"api",
-//	 "allowed":true,"limit":100,"window":60,"unit":"requests",
-//	 "remaining":99,"reset":1,"retry_after":0}]}
+//	{"allowed":true,"verdict":"allowed","key":"k","policy":"api","limit":100,
+//	 "remaining":99,"reset":1,"retry_after":0,"degraded":false,"shadow":false,
+//	 "results":[{"policy":"api","allowed":true,"limit":100,"window":60,
+//	 "unit":"requests","remaining":99,"reset":1,"retry_after":0}]}
 //
-// reset is t of the RateLimit field (seconds), retry_after the Retry-After
-// seconds (0 when allowed), window the policy's w (seconds).
-func appendDecision(b []byte, key string, d floodgate.Decision) []byte {
-	// The scalar fields of d are those of its reported policy's Result
-	// (floodgate.Decision): the denying one with the longest wait, or else
-	// the one closest to its limit.
-	rep := floodgate.Result{Policy: d.Policy, Allowed: d.Allowed, Remaining: d.Remaining, ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter}
+// The scalar fields are those of the summary limit (engine.Outcome): the
+// refusing one with the longest wait, or else the one closest to its
+// limit. reset is t of the RateLimit field (seconds), retry_after the
+// Retry-After seconds (0 when allowed), window the policy's w (seconds; 0
+// for a concurrent-requests cap). verdict is "allowed", "denied",
+// "blocked" or "reduced"; a shadow rule's would-be denial is allowed with
+// "shadow":true.
+func appendOutcome(b []byte, key string, o *engine.Outcome) []byte {
+	var sum engine.Item
+	if o.Summary >= 0 {
+		sum = o.Items[o.Summary]
+	}
 	var retry int64
-	if !d.Allowed {
-		retry = httplimit.RetryAfterSeconds(&d)
+	if o.Verdict != engine.Allowed {
+		retry = engine.RetryAfterSeconds(o)
 	}
 	b = append(b, `{"allowed":`...)
-	b = strconv.AppendBool(b, d.Allowed)
-	b = append(b, `,"key":`...)
+	b = strconv.AppendBool(b, o.Verdict == engine.Allowed)
+	b = append(b, `,"verdict":"`...)
+	b = append(b, o.Verdict.String()...)
+	b = append(b, `","key":`...)
 	b = appendString(b, key)
 	b = append(b, `,"policy":`...)
-	b = appendString(b, rep.Policy.Name)
+	b = appendString(b, sum.Name)
 	b = append(b, `,"limit":`...)
-	b = strconv.AppendInt(b, rep.Policy.Quota, 10)
+	b = strconv.AppendInt(b, sum.Quota, 10)
 	b = append(b, `,"remaining":`...)
-	b = strconv.AppendInt(b, rep.Remaining, 10)
+	b = strconv.AppendInt(b, sum.Remaining, 10)
 	b = append(b, `,"reset":`...)
-	b = strconv.AppendInt(b, httplimit.EffectiveWindow(rep), 10)
+	b = strconv.AppendInt(b, reset(&sum), 10)
 	b = append(b, `,"retry_after":`...)
 	b = strconv.AppendInt(b, retry, 10)
 	b = append(b, `,"degraded":`...)
-	b = strconv.AppendBool(b, d.Degraded)
+	b = strconv.AppendBool(b, o.Degraded)
+	b = append(b, `,"shadow":`...)
+	b = strconv.AppendBool(b, o.Shadow)
 	b = append(b, `,"results":[`...)
-	for i, r := range d.Results {
+	for i := range o.Items {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"policy":`...)
-		b = appendString(b, r.Policy.Name)
-		b = append(b, `,"allowed":`...)
-		b = strconv.AppendBool(b, r.Allowed)
-		b = append(b, `,"limit":`...)
-		b = strconv.AppendInt(b, r.Policy.Quota, 10)
-		b = append(b, `,"window":`...)
-		b = strconv.AppendInt(b, header.Seconds(r.Policy.Window), 10)
-		b = append(b, `,"unit":"`...)
-		b = append(b, r.Policy.Unit.String()...)
-		b = append(b, `","remaining":`...)
-		b = strconv.AppendInt(b, r.Remaining, 10)
-		b = append(b, `,"reset":`...)
-		b = strconv.AppendInt(b, httplimit.EffectiveWindow(r), 10)
-		b = append(b, `,"retry_after":`...)
-		var ra int64
-		if !r.Allowed {
-			ra = header.Seconds(r.RetryAfter)
-		}
-		b = strconv.AppendInt(b, ra, 10)
-		b = append(b, '}')
+		b = appendItem(b, &o.Items[i])
 	}
 	return append(b, "]}"...)
+}
+
+func appendItem(b []byte, it *engine.Item) []byte {
+	b = append(b, `{"policy":`...)
+	b = appendString(b, it.Name)
+	b = append(b, `,"allowed":`...)
+	b = strconv.AppendBool(b, it.Allowed)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, it.Quota, 10)
+	b = append(b, `,"window":`...)
+	b = strconv.AppendInt(b, header.Seconds(it.Window), 10)
+	b = append(b, `,"unit":"`...)
+	b = append(b, it.Unit...)
+	b = append(b, `","remaining":`...)
+	b = strconv.AppendInt(b, it.Remaining, 10)
+	b = append(b, `,"reset":`...)
+	b = strconv.AppendInt(b, reset(it), 10)
+	b = append(b, `,"retry_after":`...)
+	var ra int64
+	if !it.Allowed {
+		ra = header.Seconds(it.RetryAfter)
+	}
+	b = strconv.AppendInt(b, ra, 10)
+	return append(b, '}')
+}
+
+// reset is an item's t in seconds: its effective window, or for a cap
+// (which has none) the seconds until a slot may free.
+func reset(it *engine.Item) int64 {
+	if it.Window == 0 {
+		return header.Seconds(it.ResetAfter)
+	}
+	return engine.EffectiveWindow(it)
 }
 
 // appendString writes s as a JSON string; s is valid UTF-8 (checkKey).

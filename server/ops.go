@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate/floodgate/config"
-	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/ops"
 )
 
@@ -34,7 +33,7 @@ func (s *Server) setupOps(cfg *config.Config) error {
 	def, rules := abuseRules(cfg)
 	dc := ops.DetectorConfig{
 		Default: def, Rules: rules, RawKeys: cfg.Ops.RawKeys,
-		Logger: s.logger, Registerer: s.reg, OnBlocked: o.stats.ObserveBlocked,
+		Logger: s.logger, Registerer: s.reg,
 	}
 	if w := cfg.Ops.Webhook; w.URL != "" {
 		dc.Webhook = &ops.WebhookConfig{URL: w.URL, Headers: w.Headers, Timeout: w.Timeout.D(), Attempts: w.Attempts}
@@ -95,9 +94,8 @@ func abuseRules(cfg *config.Config) (ops.AbuseRule, map[string]ops.AbuseRule) {
 	return conv(cfg.Ops.Abuse, -1), rules
 }
 
-// opsHooks puts the operations features into a middleware configuration
-// and brings the detector's rules up to date with cfg.
-func (s *Server) opsHooks(cfg *config.Config, hc *httplimit.Config) error {
+// abuseHooks brings the detector's rules up to date with cfg.
+func (s *Server) abuseHooks(cfg *config.Config) error {
 	if s.ops == nil {
 		return nil
 	}
@@ -105,9 +103,6 @@ func (s *Server) opsHooks(cfg *config.Config, hc *httplimit.Config) error {
 	if err := s.ops.detector.SetRules(def, rules); err != nil {
 		return fmt.Errorf("server: abuse detection: %w", err)
 	}
-	hc.Observer = ops.Observers{s.ops.detector, s.ops.offenders, s.ops.stats}
-	hc.Blocker = s.ops.detector
-	hc.Capacity = s.ops.red
 	return nil
 }
 

@@ -19,7 +19,8 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/config"
-	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/metrics"
 )
 
 // Face names a listener role, as used by Server.Addr.
@@ -36,8 +37,8 @@ const (
 type Server struct {
 	logger *slog.Logger
 	reg    *prometheus.Registry
-	hl     *httplimit.Metrics
-	m      *metrics
+	m      *daemonMetrics
+	eng    *engine.Engine // every door's decisions, for the life of the process
 
 	store     floodgate.Store
 	local     floodgate.Store // answers fail-to-local rules while store fails
@@ -98,7 +99,8 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	var err error
-	if s.hl, err = httplimit.NewMetrics(s.reg); err != nil {
+	decisions, err := metrics.New(s.reg)
+	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if s.m, err = newMetrics(s.reg); err != nil {
@@ -114,6 +116,15 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 	s.closeFns = append(s.closeFns, local.Close)
 	s.transport = newTransport()
 	if err := s.setupOps(cfg); err != nil {
+		s.closeStore()
+		return nil, err
+	}
+	ec := engine.Config{Store: s.store, Local: s.local, Observer: decisions, Logger: s.logger}
+	if o := s.ops; o != nil {
+		ec.Observer = engine.Observers{decisions, o.detector, o.offenders, o.stats}
+		ec.Blocker, ec.Capacity = o.detector, o.red
+	}
+	if s.eng, err = engine.New(ec); err != nil {
 		s.closeStore()
 		return nil, err
 	}

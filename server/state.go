@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 )
@@ -25,25 +26,61 @@ type state struct {
 	gateway  http.Handler // nil when the gateway is off
 	auth     http.Handler // the middleware around an "allowed" answer
 
-	headers httplimit.Headers // the decision API's fields, as the middleware writes them
+	fields engine.Fields // the decision API's fields, as the middleware writes them
 
-	rules    map[string]*limiterSet // decision API, by rule name
+	// Every door decides a rule through its one compiled form: the
+	// gateway and forward-auth through the middleware, the decision API
+	// by name.
+	rules    map[string]*engine.Compiled
 	policies map[string]floodgate.Policy
-	all      *limiterSet // every rate policy, for peek and reset
+	all      *engine.Compiled // every rate policy, for peek and reset
 
 	mu   sync.Mutex
-	sets map[string]*limiterSet // policy lists asked for by the API
-}
-
-// limiterSet is a Limiter with its RateLimit-Policy field ready.
-type limiterSet struct {
-	l           *floodgate.Limiter
-	names       []string
-	policyField []string // RateLimit-Policy; shared, len == cap
+	sets map[string]*engine.Compiled // policy lists asked for by the API
 }
 
 func (s *Server) build(cfg *config.Config) (*state, error) {
-	st := &state{cfg: cfg, rules: map[string]*limiterSet{}, sets: map[string]*limiterSet{}, policies: map[string]floodgate.Policy{}}
+	st := &state{cfg: cfg, rules: map[string]*engine.Compiled{}, sets: map[string]*engine.Compiled{}, policies: map[string]floodgate.Policy{}}
+	var err error
+	if st.resolver, err = resolver(cfg); err != nil {
+		return nil, err
+	}
+	st.fields.Style, _ = engine.ParseHeaderStyle(cfg.Headers.Style)
+	st.fields.Reset = header.ResetEpoch
+	if cfg.Headers.Reset == "delta" {
+		st.fields.Reset = header.ResetDelta
+	}
+	st.fields.WarnAt = cfg.Headers.WarnAt
+	hc, err := s.middlewareConfig(cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.abuseHooks(cfg); err != nil {
+		return nil, err
+	}
+	if st.mw, err = httplimit.New(hc); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	var rate []floodgate.Policy
+	for _, p := range cfg.AllPolicies() {
+		st.policies[p.Name] = p
+		rate = append(rate, p)
+	}
+	if len(rate) > 0 {
+		st.all, err = s.eng.Compile(engine.Rule{Name: "(all policies)", Policies: rate, FailureMode: mustMode(cfg.Store.FailureMode), LocalShare: cfg.Store.LocalShare})
+		if err != nil {
+			return nil, err
+		}
+	}
+	st.auth = st.mw.Wrap(http.HandlerFunc(allowed))
+	if st.gateway, err = s.gatewayFor(cfg, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// resolver builds the client address resolver of cfg.
+func resolver(cfg *config.Config) (*clientip.Resolver, error) {
 	ccfg := clientip.Config{TrustedProxies: cfg.TrustedProxies}
 	for _, h := range cfg.ClientIP.Headers {
 		src, err := config.ParseSource(h)
@@ -55,39 +92,36 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 	if cfg.ClientIP.IPv6Prefix > 0 {
 		ccfg.GroupIPv6, ccfg.IPv6PrefixBits = true, cfg.ClientIP.IPv6Prefix
 	}
-	var err error
-	if st.resolver, err = clientip.New(ccfg); err != nil {
+	r, err := clientip.New(ccfg)
+	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	st.headers.Style, _ = httplimit.ParseHeaderStyle(cfg.Headers.Style)
-	st.headers.Reset = header.ResetEpoch
-	if cfg.Headers.Reset == "delta" {
-		st.headers.Reset = header.ResetDelta
-	}
-	st.headers.WarnAt = cfg.Headers.WarnAt
+	return r, nil
+}
 
+// middlewareConfig compiles cfg's rules into st.rules and gives the
+// middleware those the gateway and forward-auth serve.
+func (s *Server) middlewareConfig(cfg *config.Config, st *state) (httplimit.Config, error) {
 	hc := httplimit.Config{
-		Store:      s.store,
-		Local:      s.local,
+		Engine:     s.eng,
 		Skip:       append([]string(nil), cfg.Skip...),
 		ClientIP:   st.resolver,
-		Headers:    st.headers.Style,
-		ResetStyle: st.headers.Reset,
-		WarnAt:     st.headers.WarnAt,
-		Metrics:    s.hl,
+		Headers:    st.fields.Style,
+		ResetStyle: st.fields.Reset,
+		WarnAt:     st.fields.WarnAt,
 		Logger:     s.logger,
 		Bypass:     httplimit.Bypass{Header: cfg.Bypass.Header, Tokens: cfg.Bypass.Tokens},
 	}
 	for _, c := range cfg.Bypass.CIDRs {
 		p, err := clientip.ParsePrefix(c)
 		if err != nil {
-			return nil, err
+			return hc, err
 		}
 		hc.Bypass.CIDRs = append(hc.Bypass.CIDRs, p)
 	}
 	keys, err := s.tierSource(cfg)
 	if err != nil {
-		return nil, err
+		return hc, err
 	}
 	for i, r := range cfg.Rules {
 		if r.Skip {
@@ -96,8 +130,9 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		}
 		rule, err := s.rule(cfg, st, i)
 		if err != nil {
-			return nil, err
+			return hc, err
 		}
+		st.rules[r.Name] = rule.Limits
 		if r.Tiers != nil {
 			rule.Plan = tierPlan(cfg, i, keys)
 		}
@@ -107,56 +142,31 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		if cfg.Gateway != nil || cfg.ForwardAuth != nil {
 			hc.Rules = append(hc.Rules, rule)
 		}
-		var rate []floodgate.Policy
-		for _, p := range rule.Policies {
-			if p.Unit != floodgate.ConcurrentRequests {
-				rate = append(rate, p)
+	}
+	return hc, nil
+}
+
+// gatewayFor returns the gateway's handler, or nil when cfg has none.
+func (s *Server) gatewayFor(cfg *config.Config, st *state) (http.Handler, error) {
+	g := cfg.Gateway
+	if g == nil {
+		return nil, nil
+	}
+	target := g.Upstream
+	if target == config.Demo || s.demoOnly {
+		if s.demo == nil {
+			var err error
+			if s.demo, err = startDemo(s.logger); err != nil {
+				return nil, err
 			}
 		}
-		if len(rate) > 0 {
-			ls, err := s.newSet(rate, cfg.FailureMode(i), cfg.Store.LocalShare)
-			if err != nil {
-				return nil, fmt.Errorf("server: rule %q: %w", r.Name, err)
-			}
-			st.rules[r.Name] = ls
-		}
+		target = s.demo.url
 	}
-	if err := s.opsHooks(cfg, &hc); err != nil {
-		return nil, err
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("server: gateway.upstream: %w", err)
 	}
-	if st.mw, err = httplimit.New(hc); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	var rate []floodgate.Policy
-	for _, p := range cfg.AllPolicies() {
-		st.policies[p.Name] = p
-		if p.Unit != floodgate.ConcurrentRequests {
-			rate = append(rate, p)
-		}
-	}
-	if len(rate) > 0 {
-		if st.all, err = s.newSet(rate, mustMode(cfg.Store.FailureMode), cfg.Store.LocalShare); err != nil {
-			return nil, err
-		}
-	}
-	st.auth = st.mw.Wrap(http.HandlerFunc(allowed))
-	if g := cfg.Gateway; g != nil {
-		target := g.Upstream
-		if target == config.Demo || s.demoOnly {
-			if s.demo == nil {
-				if s.demo, err = startDemo(s.logger); err != nil {
-					return nil, err
-				}
-			}
-			target = s.demo.url
-		}
-		u, err := url.Parse(target)
-		if err != nil {
-			return nil, fmt.Errorf("server: gateway.upstream: %w", err)
-		}
-		st.gateway = st.mw.Wrap(s.newProxy(u, g, st.resolver))
-	}
-	return st, nil
+	return st.mw.Wrap(s.newProxy(u, g, st.resolver)), nil
 }
 
 func mustMode(s string) floodgate.FailureMode {
@@ -164,62 +174,52 @@ func mustMode(s string) floodgate.FailureMode {
 	return m
 }
 
-// newSet builds a Limiter over policies with a failure mode.
-func (s *Server) newSet(policies []floodgate.Policy, mode floodgate.FailureMode, share float64) (*limiterSet, error) {
-	opts := []floodgate.Option{floodgate.WithFailureMode(mode), floodgate.WithLogger(s.logger)}
-	if mode == floodgate.FailToLocal {
-		opts = append(opts, floodgate.WithLocalFallback(s.local, share))
-	}
-	l, err := floodgate.NewLimiter(s.store, policies, opts...)
-	if err != nil {
-		return nil, err
-	}
-	ls := &limiterSet{l: l}
-	for _, p := range policies {
-		ls.names = append(ls.names, p.Name)
-	}
-	field, err := httplimit.PolicyField(policies)
-	if err != nil {
-		return nil, err
-	}
-	ls.policyField = []string{field}
-	return ls, nil
-}
-
-// set returns the limiter for an API caller's list of policy names,
-// building it on first use. At most maxSets lists are kept: beyond them a
-// limiter is built for the one call, which is slower but bounded.
-func (s *Server) set(st *state, names []string) (*limiterSet, error) {
-	key := strings.Join(names, "\x00")
+// set returns the compiled rule for an API caller's list of policy
+// names, building it on first use. At most maxSets lists are kept: beyond
+// them a rule is compiled for the one call, which is slower but bounded.
+// The rule is named by its policies joined with "+", which is what its
+// decisions are labelled with.
+func (s *Server) set(st *state, names []string) (*engine.Compiled, error) {
+	key := strings.Join(names, "+")
 	st.mu.Lock()
-	ls, ok := st.sets[key]
+	c, ok := st.sets[key]
 	st.mu.Unlock()
 	if ok {
-		return ls, nil
+		return c, nil
 	}
 	ps := make([]floodgate.Policy, 0, len(names))
 	for _, n := range names {
 		p, ok := st.policies[n]
 		if !ok {
+			if isCap(st.cfg, n) {
+				return nil, fmt.Errorf("policy %q counts concurrent requests, which a check cannot hold; use it in a rule", n)
+			}
 			return nil, fmt.Errorf("unknown policy %q (defined: %s)", n, strings.Join(sortedNames(st.policies), ", "))
-		}
-		if p.Unit == floodgate.ConcurrentRequests {
-			return nil, fmt.Errorf("policy %q counts concurrent requests, which a check cannot hold; use it in the gateway or forward-auth", n)
 		}
 		ps = append(ps, p)
 	}
-	// NewLimiter runs floodgate.ValidatePolicies, which catches a name
-	// given twice.
-	ls, err := s.newSet(ps, mustMode(st.cfg.Store.FailureMode), st.cfg.Store.LocalShare)
+	// Compile runs floodgate.ValidatePolicies, which catches a name given
+	// twice.
+	c, err := s.eng.Compile(engine.Rule{Name: key, Policies: ps, FailureMode: mustMode(st.cfg.Store.FailureMode), LocalShare: st.cfg.Store.LocalShare})
 	if err != nil {
-		return nil, errors.New(strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
+		msg := err.Error()
+		if i := strings.LastIndex(msg, floodgate.ErrInvalidPolicy.Error()+": "); i >= 0 {
+			msg = msg[i+len(floodgate.ErrInvalidPolicy.Error())+2:]
+		}
+		return nil, errors.New(msg)
 	}
 	st.mu.Lock()
 	if len(st.sets) < maxSets {
-		st.sets[key] = ls
+		st.sets[key] = c
 	}
 	st.mu.Unlock()
-	return ls, nil
+	return c, nil
+}
+
+// isCap reports whether name is a concurrent-requests policy of cfg.
+func isCap(cfg *config.Config, name string) bool {
+	spec, ok := cfg.Policies[name]
+	return ok && spec.Unit == header.UnitConcurrentRequests
 }
 
 const maxSets = 1024
@@ -227,16 +227,21 @@ const maxSets = 1024
 // rule compiles rule i of cfg for the middleware.
 func (s *Server) rule(cfg *config.Config, st *state, i int) (httplimit.Rule, error) {
 	r := cfg.Rules[i]
-	mode, _ := httplimit.ParseMode(r.Mode)
-	hr := httplimit.Rule{
+	mode, _ := engine.ParseMode(r.Mode)
+	limits := cfg.RuleLimits(i)
+	compiled, err := s.eng.Compile(engine.Rule{
 		Name:        r.Name,
-		Pattern:     r.Match,
-		Policies:    cfg.RulePolicies(i),
+		Policies:    limits.Policies,
+		Concurrency: limits.Concurrency,
 		Mode:        mode,
 		MaxDelay:    r.MaxDelay.D(),
 		FailureMode: cfg.FailureMode(i),
 		LocalShare:  cfg.Store.LocalShare,
+	})
+	if err != nil {
+		return httplimit.Rule{}, fmt.Errorf("server: %w", err)
 	}
+	hr := httplimit.Rule{Name: r.Name, Pattern: r.Match, Limits: compiled}
 	if c := r.Cost; c != 1 {
 		hr.Cost = func(*http.Request) (int64, error) { return c, nil }
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/floodgate/floodgate/config"
-	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/tier"
 )
 
@@ -123,7 +123,7 @@ func (s *Server) tierSource(cfg *config.Config) (tier.Source, error) {
 }
 
 // tierPlan returns rule i's httplimit.Rule.Plan over src.
-func tierPlan(cfg *config.Config, i int, src tier.Source) func(*http.Request) (string, httplimit.Plan, error) {
+func tierPlan(cfg *config.Config, i int, src tier.Source) func(*http.Request) (engine.Plan, error) {
 	rt := cfg.Rules[i].Tiers
 	opts := tier.PlanOptions{Header: rt.Header, Partition: rt.TierPartition()}
 	if rt.PerRoute {

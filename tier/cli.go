@@ -10,8 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/header"
 )
 
 // The functions below implement `floodgate keys add|list|revoke` and
@@ -115,15 +117,15 @@ func KeysRevoke(ctx context.Context, db DB, ref string, w io.Writer) error {
 	return err
 }
 
-// TiersSet creates tier name or replaces all of its policies, in one
+// TiersSet creates tier name or replaces all of its limits, in one
 // transaction; keys on the tier get the new limits as caches refresh.
-// Errors: floodgate.ErrInvalidPolicy (wrapped) for invalid policies, or
+// Errors: floodgate.ErrInvalidPolicy (wrapped) for invalid limits, or
 // the database's.
-func TiersSet(ctx context.Context, db DB, name string, policies []floodgate.Policy, w io.Writer) error {
-	if err := checkTier(name, policies); err != nil {
+func TiersSet(ctx context.Context, db DB, name string, limits Limits, w io.Writer) error {
+	if err := checkTier(name, limits); err != nil {
 		return err
 	}
-	for _, p := range policies {
+	for _, p := range limits.Policies {
 		if p.Window%time.Millisecond != 0 {
 			return fmt.Errorf("%w: policy %q: window %v is not whole milliseconds, as tier_policies stores it", floodgate.ErrInvalidPolicy, p.Name, p.Window)
 		}
@@ -140,25 +142,28 @@ func TiersSet(ctx context.Context, db DB, name string, policies []floodgate.Poli
 	if _, err := tx.Exec(ctx, "DELETE FROM tier_policies WHERE tier = $1", name); err != nil {
 		return fmt.Errorf("tier: tiers set: %w", err)
 	}
-	for i, p := range policies {
-		if p.Unit == floodgate.ConcurrentRequests {
-			// tier_policies wants an algorithm and a window on every row;
-			// an in-flight cap uses neither, so any valid pair will do.
-			if p.Algorithm == 0 {
-				p.Algorithm = floodgate.FixedWindow
-			}
-			p.Window = max(p.Window, time.Second)
+	rows := make([]floodgate.Policy, 0, len(limits.Policies)+len(limits.Concurrency))
+	rows = append(rows, limits.Policies...)
+	for _, c := range limits.Concurrency {
+		// tier_policies wants an algorithm and a window on every row; an
+		// in-flight cap uses neither, so any valid pair will do.
+		rows = append(rows, floodgate.Policy{Name: c.Name, Algorithm: floodgate.FixedWindow, Quota: c.Max, Window: time.Second})
+	}
+	for i, p := range rows {
+		unit := p.Unit.String()
+		if i >= len(limits.Policies) {
+			unit = header.UnitConcurrentRequests
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO tier_policies (tier, position, name, algorithm, quota, window_ms, burst, unit)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			name, i, p.Name, p.Algorithm.String(), p.Quota, p.Window.Milliseconds(), p.Burst, p.Unit.String()); err != nil {
+			name, i, p.Name, p.Algorithm.String(), p.Quota, p.Window.Milliseconds(), p.Burst, unit); err != nil {
 			return fmt.Errorf("tier: tiers set %q: policy %q: %w", name, p.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("tier: tiers set: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "tier %s: %s\n", name, FormatPolicies(policies))
+	_, err = fmt.Fprintf(w, "tier %s: %s\n", name, FormatLimits(limits))
 	return err
 }
 
@@ -174,9 +179,9 @@ func TiersList(ctx context.Context, db DB, w io.Writer) error {
 	}
 	defer rows.Close()
 	type row struct {
-		name     string
-		keys     int64
-		policies []floodgate.Policy
+		name   string
+		keys   int64
+		limits Limits
 	}
 	var list []*row
 	for rows.Next() {
@@ -192,12 +197,17 @@ func TiersList(ctx context.Context, db DB, w io.Writer) error {
 		if len(list) == 0 || list[len(list)-1].name != name {
 			list = append(list, &row{name: name, keys: keys})
 		}
-		if pname != nil {
+		l := &list[len(list)-1].limits
+		switch {
+		case pname == nil:
+		case *unit == header.UnitConcurrentRequests:
+			l.Concurrency = append(l.Concurrency, floodgate.Concurrency{Name: *pname, Max: *quota})
+		default:
 			p, err := policyFromRow(*pname, *alg, *quota, *window, *burst, *unit)
 			if err != nil {
 				return fmt.Errorf("tier: tiers list: tier %q: %w", name, err)
 			}
-			list[len(list)-1].policies = append(list[len(list)-1].policies, p)
+			l.Policies = append(l.Policies, p)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -206,24 +216,27 @@ func TiersList(ctx context.Context, db DB, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIER\tKEYS\tPOLICIES")
 	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.name, r.keys, FormatPolicies(r.policies))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.name, r.keys, FormatLimits(r.limits))
 	}
 	return tw.Flush()
 }
 
-// ParsePolicy reads a policy from comma-separated key=value pairs, the
-// form `floodgate tiers set --policy` takes:
+// ParseLimit reads a policy or an in-flight cap from comma-separated
+// key=value pairs, the form `floodgate tiers set --policy` takes:
 //
 //	name=minute,quota=10,window=1m[,algorithm=gcra][,burst=20][,unit=requests]
+//	name=inflight,quota=4,unit=concurrent-requests
 //
-// window is a Go duration; algorithm defaults to sliding-window-counter.
-// The result is validated (errors wrap floodgate.ErrInvalidPolicy).
-func ParsePolicy(spec string) (floodgate.Policy, error) {
+// window is a Go duration; algorithm defaults to sliding-window-counter. A
+// cap (unit=concurrent-requests) takes only name and quota. The limit is
+// appended to l and validated (errors wrap floodgate.ErrInvalidPolicy).
+func ParseLimit(spec string, l *Limits) error {
 	p := floodgate.Policy{Algorithm: floodgate.SlidingWindowCounter}
+	isCap := false
 	for field := range strings.SplitSeq(spec, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(field), "=")
 		if !ok {
-			return p, fmt.Errorf("%w: %q: want key=value, got %q", floodgate.ErrInvalidPolicy, spec, field)
+			return fmt.Errorf("%w: %q: want key=value, got %q", floodgate.ErrInvalidPolicy, spec, field)
 		}
 		var err error
 		switch k {
@@ -238,28 +251,32 @@ func ParsePolicy(spec string) (floodgate.Policy, error) {
 		case "algorithm":
 			p.Algorithm, err = floodgate.ParseAlgorithm(v)
 		case "unit":
-			p.Unit, err = floodgate.ParseUnit(v)
+			if isCap = v == header.UnitConcurrentRequests; !isCap {
+				p.Unit, err = floodgate.ParseUnit(v)
+			}
 		default:
 			err = fmt.Errorf("unknown key %q (want name, quota, window, burst, algorithm or unit)", k)
 		}
 		if err != nil {
-			return p, fmt.Errorf("%w: %q: %s: %w", floodgate.ErrInvalidPolicy, spec, k, err)
+			return fmt.Errorf("%w: %q: %s: %w", floodgate.ErrInvalidPolicy, spec, k, err)
 		}
 	}
-	return p, p.Validate()
+	if isCap {
+		c := floodgate.Concurrency{Name: p.Name, Max: p.Quota}
+		l.Concurrency = append(l.Concurrency, c)
+		return c.Validate()
+	}
+	l.Policies = append(l.Policies, p)
+	return p.Validate()
 }
 
-// FormatPolicies writes policies as ParsePolicy reads them, separated by
-// "; ", e.g. "name=minute,quota=10,window=1m0s,algorithm=sliding-window-counter".
-func FormatPolicies(ps []floodgate.Policy) string {
+// FormatLimits writes limits as ParseLimit reads them, separated by "; ",
+// e.g. "name=minute,quota=10,window=1m0s,algorithm=sliding-window-counter".
+func FormatLimits(l Limits) string {
 	var b strings.Builder
-	for i, p := range ps {
-		if i > 0 {
+	for _, p := range l.Policies {
+		if b.Len() > 0 {
 			b.WriteString("; ")
-		}
-		if p.Unit == floodgate.ConcurrentRequests {
-			fmt.Fprintf(&b, "name=%s,quota=%d,unit=%s", p.Name, p.Quota, p.Unit) // no window or algorithm to speak of
-			continue
 		}
 		fmt.Fprintf(&b, "name=%s,quota=%d,window=%s,algorithm=%s", p.Name, p.Quota, p.Window, p.Algorithm)
 		if p.Burst > 0 {
@@ -269,7 +286,13 @@ func FormatPolicies(ps []floodgate.Policy) string {
 			fmt.Fprintf(&b, ",unit=%s", p.Unit)
 		}
 	}
-	if len(ps) == 0 {
+	for _, c := range l.Concurrency {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "name=%s,quota=%d,unit=%s", c.Name, c.Max, header.UnitConcurrentRequests) // no window or algorithm to speak of
+	}
+	if b.Len() == 0 {
 		return "(none)"
 	}
 	return b.String()

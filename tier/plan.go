@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 )
@@ -60,7 +61,7 @@ type PlanOptions struct {
 //
 // src is asked on every request, so a database source belongs behind a
 // Cache. The returned func is safe for concurrent use.
-func Plan(src Source, opts PlanOptions) func(r *http.Request) (string, httplimit.Plan, error) {
+func Plan(src Source, opts PlanOptions) func(r *http.Request) (engine.Plan, error) {
 	shown := opts.Header
 	if shown == "" {
 		shown = "X-API-Key"
@@ -92,28 +93,28 @@ func Plan(src Source, opts PlanOptions) func(r *http.Request) (string, httplimit
 		Detail: "The API key is unknown or has been revoked.",
 	}}
 
-	return func(r *http.Request) (string, httplimit.Plan, error) {
+	return func(r *http.Request) (engine.Plan, error) {
 		key := apiKey(r, name)
 		if key == "" {
-			return "", httplimit.Plan{}, required
+			return engine.Plan{}, required
 		}
 		if len(key) > maxLen {
-			return "", httplimit.Plan{}, invalid
+			return engine.Plan{}, invalid
 		}
 		h := HashKey(key)
 		e, err := src.Lookup(r.Context(), h)
 		switch {
 		case err == nil:
 		case isAnswer(err):
-			return "", httplimit.Plan{}, invalid
+			return engine.Plan{}, invalid
 		default:
-			return "", httplimit.Plan{}, fmt.Errorf("tier: key %s: %w", h.ID(), err)
+			return engine.Plan{}, fmt.Errorf("tier: key %s: %w", h.ID(), err)
 		}
 		pk := e.Tenant
 		if opts.Partition == ByKey {
 			pk = h.ID()
 		}
-		return pk + suffix, httplimit.Plan{Name: e.Tier, Policies: e.Policies}, nil
+		return engine.Plan{Name: e.Tier, Key: pk + suffix, Policies: e.Policies, Concurrency: e.Concurrency}, nil
 	}
 }
 

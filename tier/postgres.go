@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/header"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -123,6 +124,10 @@ func (s *Postgres) Lookup(ctx context.Context, h Hash) (Entry, error) {
 		if name == nil {
 			continue // the LEFT JOIN found no policy
 		}
+		if *unit == header.UnitConcurrentRequests {
+			e.Concurrency = append(e.Concurrency, floodgate.Concurrency{Name: *name, Max: *quota})
+			continue
+		}
 		p, err := policyFromRow(*name, *alg, *quota, *window, *burst, *unit)
 		if err != nil {
 			return Entry{}, fmt.Errorf("%w %q: %w", ErrInvalidTier, e.Tier, err)
@@ -138,7 +143,7 @@ func (s *Postgres) Lookup(ctx context.Context, h Hash) (Entry, error) {
 	case !enabled:
 		return Entry{}, ErrDisabledKey
 	}
-	if err := checkTier(e.Tier, e.Policies); err != nil {
+	if err := checkTier(e.Tier, e.Limits); err != nil {
 		return Entry{}, err
 	}
 	return e, nil

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-
-	"github.com/floodgate/floodgate"
 )
 
 // StaticKey is one API key of a Static source, as configuration gives it.
@@ -29,20 +27,20 @@ type staticEntry struct {
 	disabled bool
 }
 
-// NewStatic builds a Static source from tiers (tier name → policies) and
+// NewStatic builds a Static source from tiers (tier name → limits) and
 // keys. Errors: ErrInvalidTier for a tier with no or invalid policies, and
 // an error naming the key's ID for an empty tenant, a tier not in tiers,
 // or a hash given twice.
-func NewStatic(tiers map[string][]floodgate.Policy, keys []StaticKey) (*Static, error) {
-	for name, ps := range tiers {
-		if err := checkTier(name, ps); err != nil {
+func NewStatic(tiers map[string]Limits, keys []StaticKey) (*Static, error) {
+	for name, l := range tiers {
+		if err := checkTier(name, l); err != nil {
 			return nil, err
 		}
 	}
 	// One copy per tier, shared by its keys: the caller may reuse its map.
-	own := make(map[string][]floodgate.Policy, len(tiers))
-	for name, ps := range tiers {
-		own[name] = slices.Clone(ps)
+	own := make(map[string]Limits, len(tiers))
+	for name, l := range tiers {
+		own[name] = Limits{Policies: slices.Clone(l.Policies), Concurrency: slices.Clone(l.Concurrency)}
 	}
 	s := &Static{keys: make(map[Hash]staticEntry, len(keys))}
 	for _, k := range keys {
@@ -57,7 +55,7 @@ func NewStatic(tiers map[string][]floodgate.Policy, keys []StaticKey) (*Static, 
 			return nil, fmt.Errorf("tier: key %s given twice", k.Hash.ID())
 		}
 		s.keys[k.Hash] = staticEntry{
-			entry:    Entry{Tenant: k.Tenant, Tier: k.Tier, Policies: ps},
+			entry:    Entry{Tenant: k.Tenant, Tier: k.Tier, Limits: ps},
 			disabled: k.Disabled,
 		}
 	}

@@ -72,11 +72,45 @@ type Entry struct {
 	// Tenant owns the key; limits are counted per tenant by default, so
 	// all keys of one tenant share its quota.
 	Tenant string
-	// Tier names the plan; it is the httplimit.Plan name.
+	// Tier names the plan; it is the engine.Plan name.
 	Tier string
-	// Policies are the tier's limits, valid per floodgate.ValidatePolicies.
-	// Callers must not modify the slice: sources and caches share it.
-	Policies []floodgate.Policy
+	// Limits are the tier's limits, valid per Limits.Validate. Callers
+	// must not modify the slices: sources and caches share them.
+	Limits
+}
+
+// Limits are a tier's rate policies and in-flight caps.
+type Limits struct {
+	Policies    []floodgate.Policy
+	Concurrency []floodgate.Concurrency
+}
+
+// Validate checks that l has at least one limit, each valid, with no name
+// used twice. Errors wrap floodgate.ErrInvalidPolicy.
+func (l Limits) Validate() error {
+	if len(l.Policies) > 0 {
+		if err := floodgate.ValidatePolicies(l.Policies); err != nil {
+			return err
+		}
+	} else if len(l.Concurrency) == 0 {
+		return fmt.Errorf("%w: no policies", floodgate.ErrInvalidPolicy)
+	}
+	for i, c := range l.Concurrency {
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		for _, p := range l.Policies {
+			if p.Name == c.Name {
+				return fmt.Errorf("%w: %q names both a policy and a concurrency cap", floodgate.ErrInvalidPolicy, c.Name)
+			}
+		}
+		for _, o := range l.Concurrency[:i] {
+			if o.Name == c.Name {
+				return fmt.Errorf("%w: concurrency name %q used twice", floodgate.ErrInvalidPolicy, c.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // Source resolves API keys. Implementations must be safe for concurrent use.
@@ -96,12 +130,12 @@ func isAnswer(err error) bool {
 	return errors.Is(err, ErrUnknownKey) || errors.Is(err, ErrDisabledKey)
 }
 
-// checkTier validates a tier's policies for Sources.
-func checkTier(name string, policies []floodgate.Policy) error {
+// checkTier validates a tier's limits for Sources.
+func checkTier(name string, limits Limits) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty tier name", ErrInvalidTier)
 	}
-	if err := floodgate.ValidatePolicies(policies); err != nil {
+	if err := limits.Validate(); err != nil {
 		return fmt.Errorf("%w %q: %w", ErrInvalidTier, name, err)
 	}
 	return nil

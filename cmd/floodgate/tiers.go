@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/config"
 	"github.com/floodgate/floodgate/tier"
 )
@@ -179,16 +178,14 @@ burst= (token-bucket and gcra) and unit= (requests, content-bytes,
 concurrent-requests). Daemons apply the change as their cache entries expire.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ps := make([]floodgate.Policy, 0, len(specs))
+			var limits tier.Limits
 			for _, s := range specs {
-				p, err := tier.ParsePolicy(s)
-				if err != nil {
+				if err := tier.ParseLimit(s, &limits); err != nil {
 					return err
 				}
-				ps = append(ps, p)
 			}
 			return db.withDB(cmd, func(ctx context.Context, conn *pgx.Conn) error {
-				return tier.TiersSet(ctx, conn, args[0], ps, cmd.OutOrStdout())
+				return tier.TiersSet(ctx, conn, args[0], limits, cmd.OutOrStdout())
 			})
 		},
 	}

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/floodgate/floodgate"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Store keeps the counters; it must also implement floodgate.Slots for
+	// rules with Concurrency caps. Required.
+	Store floodgate.Store
+	// Local answers for rules with FailToLocal while Store fails,
+	// typically a memorystore.Store (which also holds slots).
+	Local floodgate.Store
+	// Blocker, if set, refuses blocked keys before any limit runs.
+	Blocker Blocker
+	// Capacity, if set, lowers quotas while a temporary reduction holds.
+	Capacity Capacity
+	// Observer, if set, sees every decision. It runs in the request path:
+	// keep it fast.
+	Observer Observer
+	// Logger gets the Limiters' store-failure records; default
+	// slog.Default().
+	Logger *slog.Logger
+	// Clock is what throttling waits on; default the real clock.
+	Clock Clock
+}
+
+// Blocker holds keys refused outright for a while, e.g. after abuse was
+// detected.
+type Blocker interface {
+	// Blocked reports whether rule's key is blocked, and for how long more.
+	Blocked(rule, key string) (retryAfter time.Duration, blocked bool)
+}
+
+// Capacity reports temporary quota reductions.
+type Capacity interface {
+	// Factor returns the share of policy's quota in force (0 < f ≤ 1; 1
+	// when not reduced) and when the reduction ends.
+	Factor(policy string) (factor float64, until time.Time)
+}
+
+// Observer receives one Event per decision, from every door.
+type Observer interface{ Observe(Event) }
+
+// Observers fans an Event out to several observers, in order; nil entries
+// are skipped.
+type Observers []Observer
+
+// Observe implements Observer.
+func (os Observers) Observe(e Event) {
+	for _, o := range os {
+		if o != nil {
+			o.Observe(e)
+		}
+	}
+}
+
+// Event is one decision, as an Observer sees it.
+type Event struct {
+	Rule    string
+	Policy  string // the denying policy or cap, or "" when allowed
+	Key     string // the partition key; fingerprint it before showing it
+	Verdict Verdict
+	// Shadow: denied by a shadow rule, so served anyway (Verdict Allowed).
+	Shadow bool
+	// Degraded: the store failed and the rule's failure mode answered.
+	Degraded bool
+	// Waits is how many times a throttle rule held the request.
+	Waits      int
+	RetryAfter time.Duration // when refused
+	Latency    time.Duration // time spent in the store (0 when no Observer is set)
+	// Reason says why a door let the request through unlimited (Verdict
+	// Bypassed), e.g. "token" or "cidr".
+	Reason string
+}
+
+// Clock is the time throttling reads and waits on.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d, or until ctx ends (returning its error).
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Engine compiles rules and decides requests against them. It is safe for
+// concurrent use.
+type Engine struct {
+	store    floodgate.Store
+	local    floodgate.Store
+	blocker  Blocker
+	capacity Capacity
+	observer Observer
+	logger   *slog.Logger
+	clock    Clock
+}
+
+// New returns an Engine, or an error when cfg has no Store.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("engine: no store")
+	}
+	e := &Engine{store: cfg.Store, local: cfg.Local, blocker: cfg.Blocker, capacity: cfg.Capacity,
+		observer: cfg.Observer, logger: cfg.Logger, clock: cfg.Clock}
+	if e.logger == nil {
+		e.logger = slog.Default()
+	}
+	if e.clock == nil {
+		e.clock = realClock{}
+	}
+	return e, nil
+}
+
+// Report hands an Event that a door decided on its own (a bypass, say) to
+// the Observer, so that every outcome is seen in one place.
+func (e *Engine) Report(ev Event) {
+	if e.observer != nil {
+		e.observer.Observe(ev)
+	}
+}

@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/floodgate/floodgate/header"
+)
+
+// HeaderStyle selects the rate-limit fields a door sends.
+type HeaderStyle uint8
+
+const (
+	// Both sends draft-11 RateLimit/RateLimit-Policy and X-RateLimit-*.
+	Both HeaderStyle = iota
+	// Draft11 sends RateLimit and RateLimit-Policy only.
+	Draft11
+	// Legacy sends X-RateLimit-Limit/Remaining/Reset only.
+	Legacy
+	// None sends no rate-limit fields (Retry-After still goes on a refusal).
+	None
+)
+
+var styleNames = [...]string{Both: "both", Draft11: "draft11", Legacy: "legacy", None: "none"}
+
+// String returns "both", "draft11", "legacy" or "none".
+func (s HeaderStyle) String() string {
+	if int(s) < len(styleNames) {
+		return styleNames[s]
+	}
+	return fmt.Sprintf("style(%d)", uint8(s))
+}
+
+// ParseHeaderStyle is the inverse of HeaderStyle.String; "" means Both.
+func ParseHeaderStyle(s string) (HeaderStyle, error) {
+	if s == "" {
+		return Both, nil
+	}
+	for st, name := range styleNames {
+		if name == s {
+			return HeaderStyle(st), nil
+		}
+	}
+	return 0, fmt.Errorf("engine: unknown header style %q (want both, draft11, legacy or none)", s)
+}
+
+// Fields writes an Outcome's rate-limit fields (REQUIREMENTS H3, H4, H6)
+// into a field map — an http.Header, or gRPC metadata, which has the same
+// shape (gRPC doors lower-case the names). Every door uses it, so all
+// speak alike.
+type Fields struct {
+	Style  HeaderStyle
+	Reset  header.ResetStyle // X-RateLimit-Reset: epoch (default) or delta seconds
+	WarnAt float64           // X-RateLimit-Warning from this share used; ≤ 0: never
+	Now    func() time.Time  // for the reset epoch; nil: time.Now
+}
+
+// Set writes o's fields on h: RateLimit with every item, RateLimit-Policy
+// (o.Field), and X-RateLimit-* for the summary item. It writes nothing for
+// a shadow outcome or one without items. Set runs on every response, so
+// the values are built in one buffer and cut from one string.
+func (f *Fields) Set(h map[string][]string, o *Outcome) {
+	if f.Style == None || o.Shadow || o.Summary < 0 {
+		return
+	}
+	var buf [192]byte
+	b := buf[:0]
+	var ends [4]int // where each value ends in b
+	n := 0
+	if f.Style != Legacy {
+		var lbuf [8]header.Limit
+		limits := lbuf[:0]
+		for i := range o.Items {
+			it := &o.Items[i]
+			l := header.Limit{Name: it.Name, Remaining: it.Remaining}
+			if it.Window > 0 {
+				l.Window, l.HasWindow = EffectiveWindow(it), true
+			}
+			limits = append(limits, l)
+		}
+		var err error
+		if b, err = header.AppendLimit(b, limits); err != nil {
+			return // names were validated when the rule was compiled
+		}
+		ends[n], n = len(b), n+1
+	}
+	// The legacy fields and the warning speak of one limit: the summary.
+	it := &o.Items[o.Summary]
+	if f.Style != Draft11 {
+		now := time.Now()
+		if f.Now != nil {
+			now = f.Now()
+		}
+		b = strconv.AppendInt(b, it.Quota, 10)
+		ends[n], n = len(b), n+1
+		b = strconv.AppendInt(b, max(it.Remaining, 0), 10)
+		ends[n], n = len(b), n+1
+		b = header.AppendLegacyReset(b, now.Add(max(it.ResetAfter, it.RetryAfter)), now, f.Reset)
+		ends[n], n = len(b), n+1
+	}
+	all := string(b)
+	vals := make([]string, n+1)
+	start := 0
+	for i := range n {
+		vals[i], start = all[start:ends[i]], ends[i]
+	}
+	i := 0
+	if f.Style != Legacy {
+		vals[n] = o.Field
+		h[header.FieldRateLimit] = vals[0:1:1]
+		h[header.FieldPolicy] = vals[n : n+1 : n+1]
+		i = 1
+	}
+	if f.Style != Draft11 {
+		h[header.FieldXLimit] = vals[i : i+1 : i+1]
+		h[header.FieldXRemaining] = vals[i+1 : i+2 : i+2]
+		h[header.FieldXReset] = vals[i+2 : i+3 : i+3]
+	}
+	if f.WarnAt > 0 && o.Verdict == Allowed {
+		if used := it.Quota - it.Remaining; float64(used) >= f.WarnAt*float64(it.Quota) {
+			h[header.FieldXWarning] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", it.Name, used, it.Quota)}
+			return
+		}
+	}
+	// An outer layer's warning would speak of a limit whose other fields
+	// were just replaced.
+	delete(h, header.FieldXWarning)
+}
+
+// EffectiveWindow is t of draft-11 §3.2 for one rate item, in whole
+// seconds: for a refusing policy, the seconds until the cost fits, so
+// Retry-After (the largest of them) never points before the end of t
+// (§6); otherwise the seconds until more quota comes, at least 1, raised
+// so that r/t never exceeds q/w (§8: values must not invite a faster pace
+// than the policy's own).
+func EffectiveWindow(it *Item) int64 {
+	if !it.Allowed {
+		return header.Seconds(it.RetryAfter)
+	}
+	t := header.Seconds(it.ResetAfter)
+	if w := header.Seconds(it.Window); it.Remaining*w > t*it.Quota {
+		t = (it.Remaining*w + it.Quota - 1) / it.Quota
+	}
+	return t
+}
+
+// RetryAfterSeconds is Retry-After for a refused outcome, in whole
+// seconds: rounded up, at least 1, and not before the end of any refusing
+// limit's t (REQUIREMENTS H2, draft-11 §6).
+func RetryAfterSeconds(o *Outcome) int64 {
+	s := header.Seconds(o.RetryAfter)
+	for i := range o.Items {
+		if it := &o.Items[i]; !it.Allowed {
+			s = max(s, header.Seconds(it.RetryAfter))
+		}
+	}
+	return s
+}
