@@ -80,8 +80,8 @@ func TestLoadGoodFillsDefaults(t *testing.T) {
 	if c.Rules[0].Name != "GET /healthz" {
 		t.Errorf("unnamed rule's name = %q, want its pattern", c.Rules[0].Name)
 	}
-	if got := c.RulePolicies(2); len(got) != 2 || got[0].Name != "api" || got[1].Name != "daily" {
-		t.Errorf("RulePolicies(2) = %+v", got)
+	if got := c.RuleLimits(2).Policies; len(got) != 2 || got[0].Name != "api" || got[1].Name != "daily" {
+		t.Errorf("RuleLimits(2).Policies = %+v", got)
 	}
 	if c.FailureMode(1) != floodgate.FailClosed || c.FailureMode(2) != floodgate.FailOpen {
 		t.Errorf("failure modes %v %v", c.FailureMode(1), c.FailureMode(2))
@@ -286,10 +286,8 @@ func FuzzLoad(f *testing.F) {
 			if _, err := ParseKey(r.Key); err != nil {
 				t.Fatalf("accepted rule %d has bad key: %v", i, err)
 			}
-			for _, p := range c.RulePolicies(i) {
-				if p.Name == "" {
-					t.Fatalf("rule %d names a policy that was not compiled", i)
-				}
+			if l := c.RuleLimits(i); len(l.Policies)+len(l.Concurrency) != len(r.Policies) {
+				t.Fatalf("rule %d names a policy that was not compiled: %+v for %v", i, l, r.Policies)
 			}
 		}
 	})

@@ -41,7 +41,7 @@ rules:
 		t.Fatal(err)
 	}
 	plans := c.TierPlans()
-	if len(plans) != 2 || len(plans["pro"]) != 2 || plans["pro"][0].Algorithm != floodgate.GCRA || plans["free"][0].Quota != 2 || plans["free"][0].Window != time.Minute {
+	if len(plans) != 2 || len(plans["pro"].Policies) != 2 || plans["pro"].Policies[0].Algorithm != floodgate.GCRA || plans["free"].Policies[0].Quota != 2 || plans["free"].Policies[0].Window != time.Minute {
 		t.Errorf("plans = %+v", plans)
 	}
 	keys := c.TierKeys()
@@ -124,8 +124,9 @@ func TestTiersErrors(t *testing.T) {
 	}
 }
 
-// The Redis store holds concurrent-requests slots as leases now, so the
-// policies are accepted with it like with the memory store.
+// The Redis store holds concurrent-requests slots as leases, so the
+// policies are accepted with it like with the memory store; they compile
+// to caps, not rate policies.
 func TestConcurrentRequestsWithRedis(t *testing.T) {
 	c, err := Parse("f.yaml", []byte(`gateway: {listen: ':0', upstream: demo}
 store:
@@ -139,7 +140,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := c.RulePolicies(0)[0]; p.Unit != floodgate.ConcurrentRequests || p.Quota != 4 {
-		t.Errorf("policy = %+v", p)
+	if l := c.RuleLimits(0); len(l.Policies) != 0 || len(l.Concurrency) != 1 || l.Concurrency[0] != (floodgate.Concurrency{Name: "inflight", Max: 4}) {
+		t.Errorf("limits = %+v, want the one cap inflight of 4", l)
 	}
 }

@@ -35,24 +35,23 @@ func (c *Compiled) take(ctx context.Context, out *Outcome, l *floodgate.Limiter,
 	clock := c.e.clock
 	arrived := clock.Now()
 	var d floodgate.Decision
-	if !c.queues.waiting(key, arrived) {
-		var err error
-		if d, err = l.TakeCost(ctx, key, cost); err != nil || d.Allowed {
-			return d, err
-		}
+	var err error
+	if c.queues.waiting(key, arrived) {
+		// Others wait for this key: it goes behind them, so it only asks
+		// where the key stands, spending nothing.
+		d, err = l.TakeCost(ctx, key, floodgate.Cost{})
+		d.Allowed = false
+	} else {
+		d, err = l.TakeCost(ctx, key, cost)
+	}
+	if err != nil || d.Allowed {
+		return d, err
 	}
 	spacing := refill(l.Policies(), cost)
 	for {
 		now := clock.Now()
 		turn, ok := c.queues.join(key, now, now.Add(d.RetryAfter), spacing, arrived.Add(c.maxDelay))
 		if !ok {
-			if d.Results == nil { // never asked: others were waiting
-				var err error
-				if d, err = l.TakeCost(ctx, key, floodgate.Cost{}); err != nil {
-					return d, err
-				}
-				d.Allowed = false
-			}
 			out.RetryAfter = max(out.RetryAfter, turn.Sub(now))
 			return d, nil
 		}
@@ -60,11 +59,13 @@ func (c *Compiled) take(ctx context.Context, out *Outcome, l *floodgate.Limiter,
 		err := clock.Sleep(ctx, turn.Sub(now))
 		c.queues.leave(key)
 		if err != nil {
-			return l.TakeCost(context.WithoutCancel(ctx), key, floodgate.Cost{}) // refused: report the standing
+			return d, nil // the wait ended early: refused, with the standing last seen
 		}
-		if d, err = l.TakeCost(ctx, key, cost); err != nil || d.Allowed {
-			return d, err
+		next, err := l.TakeCost(ctx, key, cost)
+		if err != nil || next.Allowed {
+			return next, err
 		}
+		d = next
 	}
 }
 

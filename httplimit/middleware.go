@@ -248,11 +248,12 @@ func (m *Middleware) reachable() error {
 	return nil
 }
 
-// sameDefinitions checks that rules giving a policy the same name and
-// algorithm define it alike. A store keeps a key's state per policy name
-// and algorithm, so two rules sharing a key and a policy share its quota,
-// which is how two routes are given one budget; with different quotas or
-// windows, one rule would read the other's state under its own.
+// sameDefinitions checks that rules giving a policy the same name define
+// it alike. Two rules sharing a key and a policy share its quota, which is
+// how two routes are given one budget; with different quotas or windows
+// one rule would read the other's state under its own, and with different
+// algorithms (whose states the stores keep apart) the budget a reader of
+// the configuration sees would silently be two.
 func sameDefinitions(rules []*rule) error {
 	type def struct {
 		p    floodgate.Policy
@@ -261,13 +262,12 @@ func sameDefinitions(rules []*rule) error {
 	seen := map[string]def{}
 	for _, r := range rules {
 		for _, p := range r.limits.Policies() {
-			id := p.Name + "\x00" + p.Algorithm.String()
-			d, ok := seen[id]
+			d, ok := seen[p.Name]
 			if !ok {
-				seen[id] = def{p, r.name}
+				seen[p.Name] = def{p, r.name}
 				continue
 			}
-			if d.p.Unit != p.Unit || d.p.Quota != p.Quota || d.p.Window != p.Window || d.p.Capacity() != p.Capacity() {
+			if d.p.Algorithm != p.Algorithm || d.p.Unit != p.Unit || d.p.Quota != p.Quota || d.p.Window != p.Window || d.p.Capacity() != p.Capacity() {
 				return fmt.Errorf("httplimit: %w: policy %q is defined differently by rules %q (%s) and %q (%s); policies with one name share their state, so give each its own name",
 					floodgate.ErrInvalidPolicy, p.Name, d.rule, describe(d.p), r.name, describe(p))
 			}

@@ -21,10 +21,12 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/storetest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -181,15 +183,15 @@ func TestHeadersOn200(t *testing.T) {
 
 func TestHeaderStyles(t *testing.T) {
 	for _, tc := range []struct {
-		style            httplimit.HeaderStyle
+		style            engine.HeaderStyle
 		draft11, legacy  bool
 		resetStyle       header.ResetStyle
 		wantResetIsDelta bool
 	}{
-		{httplimit.Both, true, true, header.ResetEpoch, false},
-		{httplimit.Draft11, true, false, 0, false},
-		{httplimit.Legacy, false, true, header.ResetDelta, true},
-		{httplimit.None, false, false, 0, false},
+		{engine.Both, true, true, header.ResetEpoch, false},
+		{engine.Draft11, true, false, 0, false},
+		{engine.Legacy, false, true, header.ResetDelta, true},
+		{engine.None, false, false, 0, false},
 	} {
 		t.Run(tc.style.String(), func(t *testing.T) {
 			srv := serve(t, httplimit.Config{Headers: tc.style, ResetStyle: tc.resetStyle, Rules: []httplimit.Rule{{
@@ -230,15 +232,15 @@ func TestRouteSeparation(t *testing.T) {
 
 func TestSkipAndBypass(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	metrics, err := httplimit.NewMetrics(reg)
+	m, err := metrics.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := serve(t, httplimit.Config{
-		Metrics: metrics,
-		Skip:    []string{"GET /healthz"},
-		Bypass:  httplimit.Bypass{Tokens: []string{"monitoring-token"}, CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
-		Rules:   []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("all", floodgate.FixedWindow, 1, time.Hour)}}},
+		Observer: m,
+		Skip:     []string{"GET /healthz"},
+		Bypass:   httplimit.Bypass{Tokens: []string{"monitoring-token"}, CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
+		Rules:    []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("all", floodgate.FixedWindow, 1, time.Hour)}}},
 	}, ok)
 	do(t, "GET", srv.URL+"/")
 	if resp := do(t, "GET", srv.URL+"/"); resp.StatusCode != 429 {
@@ -318,9 +320,9 @@ func TestCIDRBypassAndSpoofing(t *testing.T) {
 
 func TestShadowNeverBlocks(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	metrics, _ := httplimit.NewMetrics(reg)
-	srv := serve(t, httplimit.Config{Metrics: metrics, Rules: []httplimit.Rule{{
-		Pattern: "/", Mode: httplimit.Shadow, Policies: []floodgate.Policy{policy("trial", floodgate.FixedWindow, 2, time.Hour)},
+	m, _ := metrics.New(reg)
+	srv := serve(t, httplimit.Config{Observer: m, Rules: []httplimit.Rule{{
+		Pattern: "/", Mode: engine.Shadow, Policies: []floodgate.Policy{policy("trial", floodgate.FixedWindow, 2, time.Hour)},
 	}}}, ok)
 	for i := range 6 {
 		resp := do(t, "GET", srv.URL+"/")
@@ -336,9 +338,9 @@ func TestShadowNeverBlocks(t *testing.T) {
 func TestThrottle(t *testing.T) {
 	rec := &recorder{}
 	srv := serve(t, httplimit.Config{Observer: rec, Rules: []httplimit.Rule{
-		{Pattern: "/short", Mode: httplimit.Throttle, MaxDelay: time.Second,
+		{Pattern: "/short", Mode: engine.Throttle, MaxDelay: time.Second,
 			Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 10, Window: time.Second, Burst: 1}}},
-		{Pattern: "/long", Mode: httplimit.Throttle, MaxDelay: 50 * time.Millisecond,
+		{Pattern: "/long", Mode: engine.Throttle, MaxDelay: 50 * time.Millisecond,
 			Policies: []floodgate.Policy{policy("hourly", floodgate.FixedWindow, 1, time.Hour)}},
 	}}, ok)
 	// 1 at once, then one per 100 ms: the 2nd and 3rd are held, not refused.
@@ -351,14 +353,17 @@ func TestThrottle(t *testing.T) {
 	if el := time.Since(start); el < 190*time.Millisecond {
 		t.Fatalf("3 requests at 10/s with burst 1 took %v; they were not held", el)
 	}
-	// Retry-After of an hour is beyond the 50 ms MaxDelay: refused at once.
+	// Retry-After of an hour is beyond the 50 ms MaxDelay: refused at once,
+	// without a wait.
 	do(t, "GET", srv.URL+"/long")
-	start = time.Now()
 	if resp := do(t, "GET", srv.URL+"/long"); resp.StatusCode != 429 {
 		t.Fatalf("beyond max delay: %d", resp.StatusCode)
 	}
-	if el := time.Since(start); el > 40*time.Millisecond {
-		t.Fatalf("a request that cannot fit was held %v", el)
+	rec.mu.Lock()
+	last := rec.events[len(rec.events)-1]
+	rec.mu.Unlock()
+	if last.Verdict != engine.Denied || last.Waits != 0 {
+		t.Fatalf("a request that cannot fit: %+v, want a denial after no wait", last)
 	}
 	// A client that goes away stops the wait: the bucket is empty again, so
 	// this request would be held about 100 ms, but its client leaves at 30.
@@ -380,7 +385,7 @@ func TestThrottle(t *testing.T) {
 	rec.mu.Lock()
 	events := rec.events[before:]
 	rec.mu.Unlock()
-	if len(events) != 1 || events[0].Allowed {
+	if len(events) != 1 || events[0].Verdict != engine.Denied {
 		t.Fatalf("the abandoned request's decisions: %+v, want one refusal", events)
 	}
 
@@ -389,7 +394,7 @@ func TestThrottle(t *testing.T) {
 	st := memorystore.New()
 	defer st.Close()
 	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
-		{Pattern: "/", Mode: httplimit.Throttle, MaxDelay: time.Second,
+		{Pattern: "/", Mode: engine.Throttle, MaxDelay: time.Second,
 			Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 2, Window: time.Second, Burst: 1}}},
 	}})
 	if err != nil {
@@ -423,9 +428,9 @@ func TestContextEndedBeforeDecision(t *testing.T) {
 	defer st.Close()
 	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
 		{Pattern: "/rate", FailureMode: floodgate.FailOpen, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 10, time.Second)}},
-		{Pattern: "/slot", FailureMode: floodgate.FailOpen, Policies: []floodgate.Policy{{Name: "inflight", Quota: 1, Unit: floodgate.ConcurrentRequests}}},
-		{Pattern: "/plan", FailureMode: floodgate.FailOpen, Plan: func(r *http.Request) (string, httplimit.Plan, error) {
-			return "", httplimit.Plan{}, r.Context().Err()
+		{Pattern: "/slot", FailureMode: floodgate.FailOpen, Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}},
+		{Pattern: "/plan", FailureMode: floodgate.FailOpen, Plan: func(r *http.Request) (engine.Plan, error) {
+			return engine.Plan{}, r.Context().Err()
 		}},
 	}})
 	if err != nil {
@@ -457,8 +462,8 @@ func TestConcurrencySlots(t *testing.T) {
 		io.WriteString(w, "done")
 	})
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
-		Pattern:  "/",
-		Policies: []floodgate.Policy{{Name: "inflight", Quota: 2, Unit: floodgate.ConcurrentRequests}},
+		Pattern:     "/",
+		Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 2}},
 	}}}, h)
 	entered.Add(2)
 	var wg sync.WaitGroup
@@ -583,7 +588,7 @@ func TestNewErrors(t *testing.T) {
 		"bad pattern":     {Store: st, Rules: []httplimit.Rule{{Pattern: "login", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"bad policy":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 0, time.Second)}}}},
 		"no policies":     {Store: st, Rules: []httplimit.Rule{{Pattern: "/"}}},
-		"throttle":        {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Mode: httplimit.Throttle, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"throttle":        {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Mode: engine.Throttle, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"no store":        {},
 		"empty token":     {Store: st, Bypass: httplimit.Bypass{Tokens: []string{""}}},
 		"skip":            {Store: st, Skip: []string{"health"}},
@@ -598,7 +603,7 @@ func TestNewErrors(t *testing.T) {
 		"local share NaN": {Store: st, Local: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, LocalShare: math.NaN(), Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"warn at NaN":     {Store: st, WarnAt: math.NaN()},
 		"local, no slots": {Store: st, Local: struct{ floodgate.Store }{st}, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal,
-			Policies: []floodgate.Policy{{Name: "inflight", Quota: 1, Unit: floodgate.ConcurrentRequests}}}}},
+			Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}}}},
 		"max body": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", MaxBodyBytes: -1, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"rule behind a broader one": {Store: st, Rules: []httplimit.Rule{
 			{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}},
@@ -637,7 +642,7 @@ func TestRetryAfterNeverBeforeT(t *testing.T) {
 
 // TestPlans: policies chosen per request (K6), behind an IP guard (K7).
 func TestPlans(t *testing.T) {
-	tiers := map[string]httplimit.Plan{
+	tiers := map[string]engine.Plan{
 		"free-key": {Name: "free", Policies: []floodgate.Policy{policy("free", floodgate.FixedWindow, 2, time.Minute)}},
 		"pro-key":  {Name: "pro", Policies: []floodgate.Policy{policy("pro", floodgate.FixedWindow, 4, time.Minute)}},
 	}
@@ -645,17 +650,18 @@ func TestPlans(t *testing.T) {
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
 		Pattern:  "/api/",
 		Policies: []floodgate.Policy{policy("ip-guard", floodgate.FixedWindow, 8, time.Minute)},
-		Plan: func(r *http.Request) (string, httplimit.Plan, error) {
+		Plan: func(r *http.Request) (engine.Plan, error) {
 			lookups++
 			k := r.Header.Get("X-API-Key")
 			if k == "" {
-				return "", httplimit.Plan{}, &httplimit.Reject{Status: 401, Problem: header.Problem{Title: "api_key_required", Status: 401}}
+				return engine.Plan{}, &httplimit.Reject{Status: 401, Problem: header.Problem{Title: "api_key_required", Status: 401}}
 			}
 			p, ok := tiers[k]
 			if !ok {
-				return "", httplimit.Plan{}, &httplimit.Reject{Status: 401, Problem: header.Problem{Title: "invalid_api_key", Status: 401}}
+				return engine.Plan{}, &httplimit.Reject{Status: 401, Problem: header.Problem{Title: "invalid_api_key", Status: 401}}
 			}
-			return "tenant-" + k, p, nil
+			p.Key = "tenant-" + k
+			return p, nil
 		},
 	}}}, ok)
 	codes := func(key string, n int) []int {
@@ -669,7 +675,7 @@ func TestPlans(t *testing.T) {
 		t.Fatalf("missing, unknown, free: %s", got)
 	}
 	resp := do(t, "GET", srv.URL+"/api/x", "X-API-Key", "pro-key")
-	if resp.Header.Get("RateLimit-Policy") != `"pro";q=4;w=60` {
+	if resp.Header.Get("RateLimit-Policy") != `"ip-guard";q=8;w=60, "pro";q=4;w=60` {
 		t.Fatalf("pro plan's RateLimit-Policy %q", resp.Header.Get("RateLimit-Policy"))
 	}
 	// The IP guard (8 per minute) has seen 6 requests; two more pass, then
@@ -683,10 +689,10 @@ func TestPlans(t *testing.T) {
 
 type recorder struct {
 	mu     sync.Mutex
-	events []httplimit.Event
+	events []engine.Event
 }
 
-func (r *recorder) Observe(e httplimit.Event) {
+func (r *recorder) Observe(e engine.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
@@ -757,19 +763,12 @@ func TestObserverBlockerCapacity(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	var allowed, denied, reduced int
+	n := map[engine.Verdict]int{}
 	for _, e := range rec.events {
-		switch {
-		case e.Allowed:
-			allowed++
-		case e.Reduced:
-			reduced++
-		default:
-			denied++
-		}
+		n[e.Verdict]++
 	}
-	if allowed != 4 || reduced != 1 || denied != 1 {
-		t.Fatalf("observed allowed=%d reduced=%d denied=%d, want 4 1 1", allowed, reduced, denied)
+	if n[engine.Allowed] != 4 || n[engine.Reduced] != 1 || n[engine.Denied] != 1 || n[engine.Blocked] != 1 || len(n) != 4 {
+		t.Fatalf("observed %v, want 4 allowed, 1 reduced, 1 denied, 1 blocked", n)
 	}
 }
 
@@ -802,8 +801,8 @@ func TestReductionOverFullQuota(t *testing.T) {
 func TestRejectStatus(t *testing.T) {
 	for _, status := range []int{0, 200, 999} {
 		srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{Pattern: "/",
-			Plan: func(r *http.Request) (string, httplimit.Plan, error) {
-				return "", httplimit.Plan{}, &httplimit.Reject{Status: status}
+			Plan: func(r *http.Request) (engine.Plan, error) {
+				return engine.Plan{}, &httplimit.Reject{Status: status}
 			}}}}, ok)
 		if resp := do(t, "GET", srv.URL); resp.StatusCode != 500 {
 			t.Errorf("Reject{Status: %d}: %d, want 500", status, resp.StatusCode)

@@ -34,7 +34,7 @@ func TestRedisLoginAndSlots(t *testing.T) {
 	srv := serve(t, httplimit.Config{Store: st, Rules: []httplimit.Rule{
 		{Pattern: "POST /login", Key: []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
 			Policies: []floodgate.Policy{policy("login", floodgate.SlidingWindowCounter, 5, time.Minute)}},
-		{Pattern: "/slow", Policies: []floodgate.Policy{{Name: "inflight", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Second, Unit: floodgate.ConcurrentRequests}}},
+		{Pattern: "/slow", Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}},
 	}}, slowOrOK())
 	for i := range 5 {
 		if resp := do(t, "POST", srv.URL+"/login"); resp.StatusCode != 200 {
@@ -85,12 +85,12 @@ func TestDeadRedis(t *testing.T) {
 	p := []floodgate.Policy{policy("p", floodgate.GCRA, 5, time.Second)}
 	local := memorystore.New()
 	defer local.Close()
-	inflight := []floodgate.Policy{{Name: "inflight", Quota: 4, Unit: floodgate.ConcurrentRequests}}
+	inflight := []floodgate.Concurrency{{Name: "inflight", Max: 4}}
 	srv := serve(t, httplimit.Config{Store: st, Local: local, Rules: []httplimit.Rule{
 		{Pattern: "/open", Policies: p, FailureMode: floodgate.FailOpen},
 		{Pattern: "/closed", Policies: p, FailureMode: floodgate.FailClosed},
-		{Pattern: "/local", Policies: inflight, FailureMode: floodgate.FailToLocal, LocalShare: 0.5},
-		{Pattern: "/open-slots", Policies: inflight, FailureMode: floodgate.FailOpen},
+		{Pattern: "/local", Concurrency: inflight, FailureMode: floodgate.FailToLocal, LocalShare: 0.5},
+		{Pattern: "/open-slots", Concurrency: inflight, FailureMode: floodgate.FailOpen},
 	}}, slowOrOK())
 	if resp := do(t, "GET", srv.URL+"/open-slots"); resp.StatusCode != 200 {
 		t.Fatalf("fail-open slots: %d", resp.StatusCode)

@@ -32,6 +32,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, ke
 		}
 		header.Problem{Title: title, Status: status, Detail: o.Err.Error()}.Write(w)
 	case engine.Rejected:
+		m.fields.Set(w.Header(), o) // the rule's own limits, which the request met
 		m.rejected(w, r, ru, o.Err)
 	default: // Unavailable
 		if ctx := r.Context(); ctx.Err() != nil {

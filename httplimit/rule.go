@@ -96,6 +96,9 @@ func newRule(in Rule, eng *engine.Engine) (*rule, error) {
 		r.maxBody = 10 << 20
 	}
 	if r.limits == nil {
+		if len(in.Policies) == 0 && len(in.Concurrency) == 0 && in.Plan == nil {
+			return fail(fmt.Errorf("no policies, concurrency caps or plan: it would limit nothing"))
+		}
 		r.limits, err = eng.Compile(engine.Rule{Name: name, Policies: in.Policies, Concurrency: in.Concurrency, Mode: in.Mode,
 			MaxDelay: in.MaxDelay, FailureMode: in.FailureMode, LocalShare: in.LocalShare})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/ops"
@@ -25,12 +26,12 @@ func TestAdminRoutes(t *testing.T) {
 	det, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Threshold: 3, Block: time.Minute}, Logger: quiet, Now: clk.Now})
 	red := ops.NewReductions(ops.ReductionsConfig{Logger: quiet, Now: clk.Now})
 	defer red.Close()
-	obs := ops.Observers{det, top, stats, nil}
+	obs := engine.Observers{det, top, stats, nil}
 	for range 3 {
-		obs.Observe(engine.Event{Rule: "api", Policy: "p", Key: "192.0.2.1", RetryAfter: time.Second})
+		obs.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "192.0.2.1", RetryAfter: time.Second})
 	}
-	obs.Observe(engine.Event{Rule: "api", Policy: "p", Key: "192.0.2.2", RetryAfter: time.Second})
-	obs.Observe(engine.Event{Rule: "api", Key: "192.0.2.3", Allowed: true})
+	obs.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "192.0.2.2", RetryAfter: time.Second})
+	obs.Observe(engine.Event{Rule: "api", Key: "192.0.2.3", Verdict: engine.Allowed})
 	if _, err := red.Set(context.Background(), []string{"api"}, 0.5, time.Minute, "drill"); err != nil {
 		t.Fatal(err)
 	}

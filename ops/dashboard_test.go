@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
@@ -130,10 +131,9 @@ func TestDashboardBrowser(t *testing.T) {
 	stats := ops.NewStats(ops.StatsConfig{Now: clk.Now})
 	top := ops.NewOffenders(ops.OffendersConfig{Now: clk.Now})
 	det, err := ops.NewDetector(ops.DetectorConfig{
-		Rules:     map[string]ops.AbuseRule{"api": {Threshold: 70, Window: time.Minute, Block: 2 * time.Minute}},
-		Logger:    quiet,
-		OnBlocked: stats.ObserveBlocked,
-		Now:       clk.Now,
+		Rules:  map[string]ops.AbuseRule{"api": {Threshold: 70, Window: time.Minute, Block: 2 * time.Minute}},
+		Logger: quiet,
+		Now:    clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestDashboardBrowser(t *testing.T) {
 	red := ops.NewReductions(ops.ReductionsConfig{Store: ops.NewMemoryReductions(clk.Now), Logger: quiet, Now: clk.Now, Refresh: time.Hour})
 	defer red.Close()
 	srv := serveMW(t, httplimit.Config{
-		Observer: ops.Observers{det, top, stats}, Blocker: det, Capacity: red,
+		Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red,
 		Rules: []httplimit.Rule{
 			{Name: "api", Pattern: "/api/", Policies: []floodgate.Policy{logPol("api", 100)}},
 			{Name: "login", Pattern: "POST /login", Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowLog, Quota: 5, Window: time.Minute}}},

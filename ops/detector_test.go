@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/ops"
@@ -219,7 +220,7 @@ func TestAbuseDedupPerWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := engine.Event{Rule: "login", Policy: "p", Key: "203.0.113.5"}
+	ev := engine.Event{Verdict: engine.Denied, Rule: "login", Policy: "p", Key: "203.0.113.5"}
 	// 9 per 10 s, evenly spread, never reaches 10 within any 10 s.
 	for range 40 {
 		det.Observe(ev)
@@ -245,7 +246,7 @@ func TestAbuseDedupPerWindow(t *testing.T) {
 	}
 	// Allowed, shadow and reduced-capacity events never count.
 	det2, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Threshold: 3}, Logger: quiet, Now: clk.Now})
-	for _, e := range []engine.Event{{Rule: "r", Key: "k", Allowed: true}, {Rule: "r", Key: "k", Shadow: true}, {Rule: "r", Key: "k", Reduced: true}} {
+	for _, e := range []engine.Event{{Rule: "r", Key: "k"}, {Rule: "r", Key: "k", Shadow: true}, {Rule: "r", Key: "k", Verdict: engine.Reduced}, {Rule: "r", Key: "k", Verdict: engine.Blocked}} {
 		for range 5 {
 			det2.Observe(e)
 		}
@@ -273,7 +274,7 @@ func TestAbuseKeyPart(t *testing.T) {
 		Logger: quiet, Now: clk.Now,
 	})
 	for i := range 6 {
-		det.Observe(engine.Event{Rule: "api", Policy: "p", Key: "192.0.2.1|GET /r" + string(rune('0'+i%3))})
+		det.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "192.0.2.1|GET /r" + string(rune('0'+i%3))})
 	}
 	if n := len(det.Alerts()); n != 1 {
 		t.Fatalf("%d alerts, want 1", n)
@@ -321,7 +322,7 @@ func TestWebhookRetries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		det.Observe(engine.Event{Rule: "r", Policy: "p", Key: "k"})
+		det.Observe(engine.Event{Verdict: engine.Denied, Rule: "r", Policy: "p", Key: "k"})
 		if err := det.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -369,7 +370,7 @@ func TestWebhookNeverBlocks(t *testing.T) {
 	}
 	start := time.Now()
 	for i := range 1000 {
-		det.Observe(engine.Event{Rule: "r", Policy: "p", Key: strings.Repeat("k", i%50+1)})
+		det.Observe(engine.Event{Verdict: engine.Denied, Rule: "r", Policy: "p", Key: strings.Repeat("k", i%50+1)})
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("1000 observations with a hanging webhook took %v", d)
@@ -386,9 +387,9 @@ func TestWebhookNeverBlocks(t *testing.T) {
 func TestDetectorBoundedKeys(t *testing.T) {
 	det, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Threshold: 50}, MaxKeys: 160, Logger: quiet})
 	for i := range 20_000 {
-		det.Observe(engine.Event{Rule: "r", Policy: "p", Key: "spray-" + strconv.Itoa(i)})
+		det.Observe(engine.Event{Verdict: engine.Denied, Rule: "r", Policy: "p", Key: "spray-" + strconv.Itoa(i)})
 		if i%100 == 0 {
-			det.Observe(engine.Event{Rule: "r", Policy: "p", Key: "heavy"})
+			det.Observe(engine.Event{Verdict: engine.Denied, Rule: "r", Policy: "p", Key: "heavy"})
 		}
 	}
 	al := det.Alerts()
@@ -425,7 +426,7 @@ func TestDetectorThresholdReload(t *testing.T) {
 	deny := func(n int) {
 		for range n {
 			clock = clock.Add(time.Millisecond)
-			d.Observe(engine.Event{Rule: "r", Policy: "p", Key: "k"})
+			d.Observe(engine.Event{Verdict: engine.Denied, Rule: "r", Policy: "p", Key: "k"})
 		}
 	}
 	deny(3) // counted under threshold 5

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/ops"
 )
 
@@ -32,7 +32,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := httplimit.NewMetrics(reg); err != nil {
+	if _, err := metrics.New(reg); err != nil {
 		t.Fatal(err)
 	}
 	det, err := ops.NewDetector(ops.DetectorConfig{Registerer: reg, Webhook: &ops.WebhookConfig{URL: "http://127.0.0.1:1/"}, Logger: quiet})

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/ops"
 )
 
@@ -15,17 +15,18 @@ func TestStatsSeries(t *testing.T) {
 	clk := newClock()
 	s := ops.NewStats(ops.StatsConfig{Step: 5 * time.Second, Span: time.Minute, Now: clk.Now})
 	for range 3 {
-		s.Observe(engine.Event{Rule: "api", Key: "a", Allowed: true, Latency: time.Millisecond})
+		s.Observe(engine.Event{Rule: "api", Key: "a", Verdict: engine.Allowed, Latency: time.Millisecond})
 	}
-	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", RetryAfter: 1500 * time.Millisecond})
-	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", RetryAfter: 30 * time.Second})
+	s.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "a", RetryAfter: 1500 * time.Millisecond})
+	s.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "a", RetryAfter: 30 * time.Second})
 	clk.Advance(5 * time.Second)
-	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", Reduced: true, RetryAfter: 7 * time.Second})
+	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", Verdict: engine.Reduced, RetryAfter: 7 * time.Second})
 	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", Shadow: true, RetryAfter: time.Hour})
-	s.ObserveBlocked("api", "a")
-	s.ObserveBlocked("api", "a")
+	s.Observe(engine.Event{Rule: "api", Key: "a", Verdict: engine.Blocked, RetryAfter: time.Minute})
+	s.Observe(engine.Event{Rule: "api", Key: "a", Verdict: engine.Blocked, RetryAfter: time.Minute})
+	s.Observe(engine.Event{Rule: "api", Key: "a", Verdict: engine.Unavailable}) // not a limit's decision: not counted
 	for range 4 {
-		s.Observe(engine.Event{Rule: "login", Key: "b", Allowed: true})
+		s.Observe(engine.Event{Rule: "login", Key: "b", Verdict: engine.Allowed})
 	}
 
 	snap := s.Snapshot()
@@ -50,9 +51,9 @@ func TestStatsSeries(t *testing.T) {
 		math.Abs(tot.RefusedShare-5.0/13) > 1e-12 {
 		t.Fatalf("totals %+v", tot)
 	}
-	// Retry-After: 1.5 s → ≤2, 30 s → ≤30, 7 s → ≤10; the shadow denial
-	// sent none.
-	want := map[string]uint64{"≤2s": 1, "≤10s": 1, "≤30s": 1}
+	// Retry-After: 1.5 s → ≤2, 30 s → ≤30, 7 s → ≤10, the blocks' 1 m →
+	// ≤1m; the shadow denial sent none.
+	want := map[string]uint64{"≤2s": 1, "≤10s": 1, "≤30s": 1, "≤1m": 2}
 	for _, b := range snap.RetryAfter {
 		if b.Count != want[b.Label] {
 			t.Fatalf("Retry-After buckets %+v", snap.RetryAfter)
@@ -76,7 +77,7 @@ func TestStatsLatencyQuantiles(t *testing.T) {
 	s := ops.NewStats(ops.StatsConfig{Now: clk.Now})
 	for i := 1; i <= 10_000; i++ {
 		// 1 µs … 10 ms, uniform.
-		s.Observe(engine.Event{Rule: "r", Allowed: true, Latency: time.Duration(i) * time.Microsecond})
+		s.Observe(engine.Event{Rule: "r", Verdict: engine.Allowed, Latency: time.Duration(i) * time.Microsecond})
 	}
 	q := s.Snapshot().Latency.Overall
 	for _, c := range []struct {
@@ -98,7 +99,7 @@ func TestStatsConcurrent(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 1000 {
-				s.Observe(engine.Event{Rule: "r", Allowed: (g+i)%2 == 0, Latency: time.Microsecond})
+				s.Observe(engine.Event{Rule: "r", Verdict: [2]engine.Verdict{engine.Allowed, engine.Denied}[(g+i)%2], Latency: time.Microsecond})
 				if i%100 == 0 {
 					s.Snapshot()
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/ops"
 )
@@ -116,12 +117,12 @@ func TestOffenders(t *testing.T) {
 	o := ops.NewOffenders(ops.OffendersConfig{Capacity: 16, Interval: time.Minute, MetricsTop: 3, Now: clk.Now})
 	for i := range 10 {
 		for range (i + 1) * 10 {
-			o.Observe(engine.Event{Rule: "api", Policy: "p", Key: "10.0.0." + strconv.Itoa(i)})
+			o.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "10.0.0." + strconv.Itoa(i)})
 		}
 	}
-	o.Observe(engine.Event{Rule: "api", Key: "10.0.0.9", Allowed: true})  // not counted
-	o.Observe(engine.Event{Rule: "api", Key: "10.0.0.9", Reduced: true})  // not counted
-	o.Observe(engine.Event{Rule: "login", Key: "10.0.0.1", Shadow: true}) // counted
+	o.Observe(engine.Event{Rule: "api", Key: "10.0.0.9", Verdict: engine.Allowed}) // not counted
+	o.Observe(engine.Event{Rule: "api", Key: "10.0.0.9", Verdict: engine.Reduced}) // not counted
+	o.Observe(engine.Event{Rule: "login", Key: "10.0.0.1", Shadow: true})          // counted
 	top := o.Top("api", 3)
 	want := []ops.Entry{
 		{Key: httplimit.Fingerprint("10.0.0.9"), Count: 100},
@@ -156,14 +157,14 @@ floodgate_top_offender_requests{key="`+httplimit.Fingerprint("10.0.0.1")+`",rank
 	// generation) and add to the new ones.
 	clk.Advance(time.Minute)
 	for range 5 {
-		o.Observe(engine.Event{Rule: "api", Policy: "p", Key: "10.0.0.0"})
+		o.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "10.0.0.0"})
 	}
 	if top := o.Top("api", 0); len(top) != 10 || top[9].Key != httplimit.Fingerprint("10.0.0.0") || top[9].Count != 15 || top[8].Count != 20 {
 		t.Fatalf("after one interval: %+v", top)
 	}
 	// Two intervals later only the new generation is left.
 	clk.Advance(time.Minute)
-	o.Observe(engine.Event{Rule: "api", Policy: "p", Key: "10.0.0.5"})
+	o.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "10.0.0.5"})
 	if top := o.Top("api", 0); len(top) != 2 || top[0].Count != 5 || top[1].Count != 1 {
 		t.Fatalf("after two intervals: %+v", top)
 	}
@@ -173,7 +174,7 @@ floodgate_top_offender_requests{key="`+httplimit.Fingerprint("10.0.0.1")+`",rank
 	}
 
 	raw := ops.NewOffenders(ops.OffendersConfig{RawKeys: true})
-	raw.Observe(engine.Event{Rule: "r", Key: "user:42"})
+	raw.Observe(engine.Event{Verdict: engine.Denied, Rule: "r", Key: "user:42"})
 	if top := raw.Top("r", 1); top[0].Key != "user:42" {
 		t.Fatalf("raw keys: %+v", top)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
@@ -409,13 +410,13 @@ func TestAPIBadRequests(t *testing.T) {
 		{`{"rule":"api"}`, `key is required: the partition key to count under, e.g. a user ID`},
 		{`{"key":"a"}`, `give rule (a configured rule's name) or policies (a list of policy names)`},
 		{`{"key":"a","rule":"api","policies":["api"]}`, `give rule or policies, not both`},
-		{`{"key":"a","rule":"nope"}`, `unknown rule \"nope\" (rules with rate policies: api, login, tenant)`},
+		{`{"key":"a","rule":"nope"}`, `unknown rule \"nope\" (rules: api, login, tenant)`},
 		{`{"key":"a","policies":["nope"]}`, `unknown policy \"nope\" (defined: api, big, login)`},
 		{`{"key":"a","policies":["api","api"]}`, `policy name \"api\" used twice`},
 		{`{"key":"a","rule":"api","cost":0}`, `cost must be within 1..1000000 (api.max_cost), got 0; peek with GET /v1/limits/{key}`},
 		{`{"key":"a","rule":"api","cost":-3}`, `cost must be within 1..1000000 (api.max_cost), got -3; peek with GET /v1/limits/{key}`},
 		{`{"key":"a","rule":"api","cost":99999999999}`, `cost must be within 1..1000000 (api.max_cost), got 99999999999; peek with GET /v1/limits/{key}`},
-		{`{"key":"a","rule":"api","cost":6}`, `cost exceeds quota: cost 6, policy \"api\" admits at most 5 at once`},
+		{`{"key":"a","rule":"api","cost":6}`, `cost exceeds quota: cost 6 requests, policy \"api\" admits at most 5 at once`},
 		{`{"key":"a","rule":"api"} {}`, `body has data after its JSON value, at byte 25`},
 		{`{"key":"a","rule":"api"}]garbage`, `body has data after its JSON value, at byte 24`},
 		{`{"key":"a","rule":"api"}}`, `body has data after its JSON value, at byte 24`},
@@ -739,17 +740,16 @@ func TestFailClosedStoreAnswers503(t *testing.T) {
 
 type brokenStore struct{}
 
-func (brokenStore) Take(context.Context, string, int64, []floodgate.Policy, []floodgate.Result) error {
+func (brokenStore) Take(context.Context, string, floodgate.Cost, []floodgate.Policy, []floodgate.Result) error {
 	return fmt.Errorf("%w: dial tcp: connection refused", floodgate.ErrStoreUnavailable)
 }
 func (brokenStore) Reset(context.Context, string, []floodgate.Policy) error {
 	return floodgate.ErrStoreUnavailable
 }
 
-func TestAppendDecisionIsJSON(t *testing.T) {
-	d := floodgate.Decision{Allowed: true, Results: []floodgate.Result{{Policy: floodgate.Policy{Name: "p", Quota: 10, Window: time.Minute}, Allowed: true, Remaining: 9, ResetAfter: 6 * time.Second}}}
-	d.Policy, d.Remaining = d.Results[0].Policy, 9
-	b := appendDecision(nil, "ke\"y\n\u2028<é>", d)
+func TestAppendOutcomeIsJSON(t *testing.T) {
+	o := engine.Outcome{Items: []engine.Item{{Name: "p", Quota: 10, Window: time.Minute, Unit: "requests", Allowed: true, Remaining: 9, ResetAfter: 6 * time.Second}}}
+	b := appendOutcome(nil, "ke\"y\n\u2028<é>", &o)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%s: %v", b, err)

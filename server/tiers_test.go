@@ -101,7 +101,7 @@ func checkTiers(t *testing.T, f *fixture, free1, free2, pro, revoked string) {
 		if resp.StatusCode != 200 || body != "upstream GET /api/items" {
 			t.Fatalf("free request %d: %d %s", i+1, resp.StatusCode, body)
 		}
-		if got := resp.Header.Get("Ratelimit-Policy"); got != `"free-minute";q=2;w=60` {
+		if got := resp.Header.Get("Ratelimit-Policy"); got != `"ip-guard";q=6;w=60, "free-minute";q=2;w=60` {
 			t.Errorf("free request %d: RateLimit-Policy = %q", i+1, got)
 		}
 	}
@@ -149,7 +149,7 @@ func TestStaticTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, body := apiCall(t, f, "203.0.113.4", "fg_free_1")
-	if resp.StatusCode != 200 || resp.Header.Get("Ratelimit-Policy") != `"pro-minute";q=5;w=60` {
+	if resp.StatusCode != 200 || resp.Header.Get("Ratelimit-Policy") != `"ip-guard";q=6;w=60, "pro-minute";q=5;w=60` {
 		t.Errorf("after reload: %d %s, RateLimit-Policy %q", resp.StatusCode, body, resp.Header.Get("Ratelimit-Policy"))
 	}
 }
@@ -196,7 +196,7 @@ tiers:
 	var out bytes.Buffer
 	for name, quota := range map[string]int64{"free": 2, "pro": 5} {
 		p := floodgate.Policy{Name: name + "-minute", Algorithm: floodgate.SlidingWindowCounter, Quota: quota, Window: time.Minute}
-		if err := tier.TiersSet(ctx, conn, name, []floodgate.Policy{p}, &out); err != nil {
+		if err := tier.TiersSet(ctx, conn, name, tier.Limits{Policies: []floodgate.Policy{p}}, &out); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
@@ -73,7 +74,7 @@ func perMinute(name string, quota int64) floodgate.Policy {
 
 // api builds the middleware of a SaaS API: an IP guard of guard requests
 // per minute, then the tier of the request's API key.
-func api(t testing.TB, plan func(*http.Request) (string, httplimit.Plan, error), guard int64, mode floodgate.FailureMode) http.Handler {
+func api(t testing.TB, plan func(*http.Request) (engine.Plan, error), guard int64, mode floodgate.FailureMode) http.Handler {
 	t.Helper()
 	store := memorystore.New()
 	t.Cleanup(func() { store.Close() })

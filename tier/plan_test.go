@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/tier"
 )
 
@@ -24,9 +23,9 @@ func (c *countingSource) Lookup(ctx context.Context, h tier.Hash) (tier.Entry, e
 
 func staticTiers(t *testing.T) *tier.Static {
 	t.Helper()
-	s, err := tier.NewStatic(map[string][]floodgate.Policy{
-		"free": {perMinute("free", 10)},
-		"pro":  {perMinute("pro", 1000)},
+	s, err := tier.NewStatic(map[string]tier.Limits{
+		"free": {Policies: []floodgate.Policy{perMinute("free", 10)}},
+		"pro":  {Policies: []floodgate.Policy{perMinute("pro", 1000)}},
 	}, []tier.StaticKey{
 		{Hash: tier.HashKey("free-1"), Tenant: "acme", Tier: "free"},
 		{Hash: tier.HashKey("free-2"), Tenant: "acme", Tier: "free"},
@@ -60,11 +59,13 @@ func TestPlanLimitsByTier(t *testing.T) {
 	if got := codes(h, "pro-1", 1001); got[200] != 1000 || got[429] != 1 {
 		t.Fatalf("pro key, 1001 requests: %v, want 1000 × 200 and 1 × 429", got)
 	}
+	// The fields speak of every limit the request met: the IP guard's and
+	// the tier's.
 	rec = call(h, "Authorization", "Bearer pro-1")
-	if rec.Code != 429 || rec.Header().Get("RateLimit-Policy") != `"pro";q=1000;w=60` {
+	if rec.Code != 429 || rec.Header().Get("RateLimit-Policy") != `"ip-guard";q=1000000;w=60, "pro";q=1000;w=60` {
 		t.Fatalf("pro key as bearer: %d, RateLimit-Policy %q", rec.Code, rec.Header().Get("RateLimit-Policy"))
 	}
-	if got := call(h, "X-API-Key", "free-3").Header().Get("RateLimit-Policy"); got != `"free";q=10;w=60` {
+	if got := call(h, "X-API-Key", "free-3").Header().Get("RateLimit-Policy"); got != `"ip-guard";q=1000000;w=60, "free";q=10;w=60` {
 		t.Fatalf("free RateLimit-Policy %q", got)
 	}
 }
@@ -123,16 +124,13 @@ func TestPlanPartition(t *testing.T) {
 		t.Fatalf("per key: %v %v, want 10 passes each", a, b)
 	}
 
-	plan := func(route string) func(*http.Request) (string, httplimit.Plan, error) {
-		return tier.Plan(src, tier.PlanOptions{Route: route})
+	p, err := tier.Plan(src, tier.PlanOptions{Route: "POST /upload"})(requestWith("X-API-Key", "free-1"))
+	if err != nil || p.Key != "acme|POST /upload" {
+		t.Fatalf("partition key %q, %v", p.Key, err)
 	}
-	key, _, err := plan("POST /upload")(requestWith("X-API-Key", "free-1"))
-	if err != nil || key != "acme|POST /upload" {
-		t.Fatalf("partition key %q, %v", key, err)
-	}
-	key, p, err := tier.Plan(src, tier.PlanOptions{Partition: tier.ByKey})(requestWith("X-API-Key", "pro-1"))
-	if err != nil || key != tier.HashKey("pro-1").ID() || p.Name != "pro" || len(p.Policies) != 1 || p.Policies[0].Quota != 1000 {
-		t.Fatalf("by key: %q %+v %v", key, p, err)
+	p, err = tier.Plan(src, tier.PlanOptions{Partition: tier.ByKey})(requestWith("X-API-Key", "pro-1"))
+	if err != nil || p.Key != tier.HashKey("pro-1").ID() || p.Name != "pro" || len(p.Policies) != 1 || p.Policies[0].Quota != 1000 {
+		t.Fatalf("by key: %+v %v", p, err)
 	}
 }
 

@@ -157,7 +157,7 @@ func TestPostgres(t *testing.T) {
 	}
 	var out bytes.Buffer
 	for name, quota := range map[string]int64{"free": 10, "pro": 1000} {
-		if err := tier.TiersSet(ctx, pool, name, []floodgate.Policy{perMinute(name, quota)}, &out); err != nil {
+		if err := tier.TiersSet(ctx, pool, name, tier.Limits{Policies: []floodgate.Policy{perMinute(name, quota)}}, &out); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -322,21 +322,21 @@ func TestPostgres(t *testing.T) {
 			t.Fatalf("tiers list:\n%s\nwant:\n%s", out.String(), want)
 		}
 		// A new tier definition reaches keys once their entries expire.
-		if err := tier.TiersSet(ctx, pool, "free", []floodgate.Policy{perMinute("free-v2", 3)}, io.Discard); err != nil {
+		if err := tier.TiersSet(ctx, pool, "free", tier.Limits{Policies: []floodgate.Policy{perMinute("free-v2", 3)}}, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(time.Minute)
 		rec := call(h, "X-API-Key", freeKey)
-		if rec.Code != 200 || rec.Header().Get("RateLimit-Policy") != `"free-v2";q=3;w=60` {
+		if rec.Code != 200 || rec.Header().Get("RateLimit-Policy") != `"ip-guard";q=1000000;w=60, "free-v2";q=3;w=60` {
 			t.Fatalf("after tiers set: %d %q", rec.Code, rec.Header().Get("RateLimit-Policy"))
 		}
-		if err := tier.TiersSet(ctx, pool, "bad", []floodgate.Policy{{Name: "x", Algorithm: floodgate.FixedWindow, Quota: 1, Window: 1500 * time.Microsecond}}, io.Discard); err == nil {
+		if err := tier.TiersSet(ctx, pool, "bad", tier.Limits{Policies: []floodgate.Policy{{Name: "x", Algorithm: floodgate.FixedWindow, Quota: 1, Window: 1500 * time.Microsecond}}}, io.Discard); err == nil {
 			t.Fatal("a window of 1.5 ms was stored")
 		}
 		// An in-flight cap needs no window or algorithm, though every row
 		// of tier_policies holds one.
 		out.Reset()
-		if err := tier.TiersSet(ctx, pool, "capped", []floodgate.Policy{{Name: "inflight", Quota: 4, Unit: floodgate.ConcurrentRequests}}, &out); err != nil {
+		if err := tier.TiersSet(ctx, pool, "capped", tier.Limits{Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 4}}}, &out); err != nil {
 			t.Fatal(err)
 		}
 		if err := tier.TiersList(ctx, pool, &out); err != nil || !strings.Contains(out.String(), "capped  0     name=inflight,quota=4,unit=concurrent-requests\n") {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,7 @@ func (f *fakeSource) set(key string, e tier.Entry, err error) {
 	f.errs[tier.HashKey(key)] = err
 }
 
-var free = tier.Entry{Tenant: "acme", Tier: "free", Policies: []floodgate.Policy{perMinute("free", 10)}}
+var free = tier.Entry{Tenant: "acme", Tier: "free", Limits: tier.Limits{Policies: []floodgate.Policy{perMinute("free", 10)}}}
 
 func TestHash(t *testing.T) {
 	// SHA-256("abc") from FIPS 180-2, appendix B.1.
@@ -86,7 +87,7 @@ func TestHash(t *testing.T) {
 }
 
 func TestStatic(t *testing.T) {
-	tiers := map[string][]floodgate.Policy{"free": {perMinute("free", 10)}, "pro": {perMinute("pro", 1000)}}
+	tiers := map[string]tier.Limits{"free": {Policies: []floodgate.Policy{perMinute("free", 10)}}, "pro": {Policies: []floodgate.Policy{perMinute("pro", 1000)}}}
 	s, err := tier.NewStatic(tiers, []tier.StaticKey{
 		{Hash: tier.HashKey("k-free"), Tenant: "acme", Tier: "free"},
 		{Hash: tier.HashKey("k-pro"), Tenant: "globex", Tier: "pro"},
@@ -95,7 +96,7 @@ func TestStatic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tiers["free"][0].Quota = 1 // the source keeps its own copy
+	tiers["free"].Policies[0].Quota = 1 // the source keeps its own copy
 	ctx := context.Background()
 	e, err := s.Lookup(ctx, tier.HashKey("k-free"))
 	if err != nil || e.Tenant != "acme" || e.Tier != "free" || len(e.Policies) != 1 || e.Policies[0].Quota != 10 {
@@ -109,12 +110,13 @@ func TestStatic(t *testing.T) {
 	}
 
 	for name, c := range map[string]struct {
-		tiers map[string][]floodgate.Policy
+		tiers map[string]tier.Limits
 		keys  []tier.StaticKey
 		want  string
 	}{
-		"no policies":  {map[string][]floodgate.Policy{"free": nil}, nil, "no policies"},
-		"bad policy":   {map[string][]floodgate.Policy{"free": {{Name: "x", Algorithm: floodgate.GCRA}}}, nil, "quota must be positive"},
+		"no policies":  {map[string]tier.Limits{"free": {}}, nil, "no policies"},
+		"bad policy":   {map[string]tier.Limits{"free": {Policies: []floodgate.Policy{{Name: "x", Algorithm: floodgate.GCRA}}}}, nil, "quota must be positive"},
+		"bad cap":      {map[string]tier.Limits{"free": {Concurrency: []floodgate.Concurrency{{Name: "x"}}}}, nil, "max must be positive"},
 		"unknown tier": {tiers, []tier.StaticKey{{Hash: tier.HashKey("a"), Tenant: "t", Tier: "gold"}}, `unknown tier "gold"`},
 		"no tenant":    {tiers, []tier.StaticKey{{Hash: tier.HashKey("a"), Tier: "free"}}, "empty tenant"},
 		"twice": {tiers, []tier.StaticKey{
@@ -339,22 +341,40 @@ func TestCacheInvalidTier(t *testing.T) {
 	}
 }
 
-func TestParsePolicy(t *testing.T) {
-	p, err := tier.ParsePolicy("name=minute,quota=10,window=1m")
-	if err != nil || p != (floodgate.Policy{Name: "minute", Algorithm: floodgate.SlidingWindowCounter, Quota: 10, Window: time.Minute}) {
-		t.Fatalf("%+v %v", p, err)
+func TestParseLimit(t *testing.T) {
+	var l tier.Limits
+	if err := tier.ParseLimit("name=minute,quota=10,window=1m", &l); err != nil {
+		t.Fatal(err)
 	}
-	p, err = tier.ParsePolicy("name=burst, algorithm=gcra, quota=100, window=1s, burst=20, unit=requests")
-	if err != nil || p != (floodgate.Policy{Name: "burst", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Second, Burst: 20}) {
-		t.Fatalf("%+v %v", p, err)
+	if err := tier.ParseLimit("name=burst, algorithm=gcra, quota=100, window=1s, burst=20, unit=requests", &l); err != nil {
+		t.Fatal(err)
 	}
-	if back, err := tier.ParsePolicy(tier.FormatPolicies([]floodgate.Policy{p})); err != nil || back != p {
-		t.Fatalf("round trip: %+v %v", back, err)
+	if err := tier.ParseLimit("name=inflight,quota=4,unit=concurrent-requests", &l); err != nil {
+		t.Fatal(err)
+	}
+	want := tier.Limits{
+		Policies: []floodgate.Policy{
+			{Name: "minute", Algorithm: floodgate.SlidingWindowCounter, Quota: 10, Window: time.Minute},
+			{Name: "burst", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Second, Burst: 20},
+		},
+		Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 4}},
+	}
+	if !reflect.DeepEqual(l, want) {
+		t.Fatalf("parsed %+v, want %+v", l, want)
+	}
+	var back tier.Limits
+	for spec := range strings.SplitSeq(tier.FormatLimits(l), "; ") {
+		if err := tier.ParseLimit(spec, &back); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(back, want) {
+		t.Fatalf("round trip: %+v", back)
 	}
 	for _, bad := range []string{"", "name=x", "name=x,quota=10", "name=x,quota=ten,window=1m", "name=x,quota=1,window=1m,burst=2",
-		"name=x,quota=1,window=1m,colour=red", "name=x quota=1"} {
-		if _, err := tier.ParsePolicy(bad); !errors.Is(err, floodgate.ErrInvalidPolicy) {
-			t.Errorf("ParsePolicy(%q): %v", bad, err)
+		"name=x,quota=1,window=1m,colour=red", "name=x quota=1", "name=x,unit=concurrent-requests"} {
+		if err := tier.ParseLimit(bad, &tier.Limits{}); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+			t.Errorf("ParseLimit(%q): %v", bad, err)
 		}
 	}
 }
