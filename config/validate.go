@@ -17,8 +17,8 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/engine"
-	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/httplimit"
 )
 
 func reflectValue(c *Config) reflect.Value { return reflect.ValueOf(c).Elem() }
