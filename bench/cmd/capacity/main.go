@@ -1,0 +1,114 @@
+// Command capacity measures, on the machine it runs on, the per-decision
+// inputs of the capacity model in docs/SCALING.md: for each algorithm and
+// concurrency, the Redis CPU each decision costs, how many decisions one
+// script call carries, the round trips per decision, the CPU the deciding
+// process (Limiter, redisstore, go-redis) spends per decision, and the
+// latency of one decision. With several addresses it drives a Redis
+// Cluster and also reports each master's share and CPU.
+//
+// Every decision goes through floodgate.Limiter over redisstore, exactly as
+// an application or the daemon makes it, so the figures follow the code.
+// The machine is shared: each figure is the median of -rounds rounds, the
+// algorithms interleaved within a round.
+//
+//	go run ./cmd/capacity -redis 127.0.0.1:7200
+//	go run ./cmd/capacity -redis 127.0.0.1:7700,127.0.0.1:7701,127.0.0.1:7702 -alg gcra -c 64
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/bench/internal/redisload"
+)
+
+type options struct {
+	addrs    []string
+	algs     []floodgate.Algorithm
+	conc     []int
+	duration time.Duration
+	rounds   int
+	keys     int
+}
+
+func main() {
+	o, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "capacity:", err)
+		os.Exit(2)
+	}
+	c := redisload.Dial(o.addrs)
+	defer c.Close()
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		log.Fatalf("capacity: redis at %v: %v", o.addrs, err)
+	}
+	header(o)
+	samples := map[cell][]sample{}
+	for r := 1; r <= o.rounds; r++ {
+		fmt.Fprintf(os.Stderr, "round %d of %d\n", r, o.rounds)
+		for _, a := range o.algs {
+			for _, n := range o.conc {
+				s, err := measure(c, a, n, o)
+				if err != nil {
+					log.Fatalf("capacity: %v at concurrency %d: %v", a, n, err)
+				}
+				samples[cell{a, n}] = append(samples[cell{a, n}], s)
+			}
+		}
+	}
+	report(o, samples)
+}
+
+func parseFlags() (options, error) {
+	addrs := flag.String("redis", os.Getenv("FLOODGATE_TEST_REDIS"), "Redis address, or several comma-separated for a Cluster")
+	algs := flag.String("alg", "fixed-window,sliding-window-log,sliding-window-counter,token-bucket,gcra", "algorithms, comma-separated")
+	conc := flag.String("c", "1,64", "concurrencies (goroutines deciding at once), comma-separated")
+	var o options
+	flag.DurationVar(&o.duration, "d", 2*time.Second, "duration of one measurement")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each figure is the median over them")
+	flag.IntVar(&o.keys, "keys", 10000, "partition keys the load walks over")
+	flag.Parse()
+	if *addrs == "" {
+		return o, fmt.Errorf("no Redis: give -redis or set FLOODGATE_TEST_REDIS")
+	}
+	o.addrs = strings.Split(*addrs, ",")
+	for _, s := range strings.Split(*algs, ",") {
+		a, err := floodgate.ParseAlgorithm(strings.TrimSpace(s))
+		if err != nil {
+			return o, err
+		}
+		o.algs = append(o.algs, a)
+	}
+	for _, s := range strings.Split(*conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("bad concurrency %q", s)
+		}
+		o.conc = append(o.conc, n)
+	}
+	if o.rounds < 1 || o.keys < 1 || o.duration <= 0 {
+		return o, fmt.Errorf("-rounds, -keys and -d must be positive")
+	}
+	return o, nil
+}
+
+func header(o options) {
+	kind := "standalone"
+	if len(o.addrs) > 1 {
+		kind = fmt.Sprintf("Cluster, seeds %d", len(o.addrs))
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("capacity: Redis %s (%s); %d keys; one policy of 100/s, burst 100, per key (every decision admitted and writing)\n",
+		strings.Join(o.addrs, ","), kind, o.keys)
+	fmt.Printf("%s %s/%s, GOMAXPROCS %d, %d CPUs; load average at start %s",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU(), load)
+	fmt.Printf("medians of %d rounds of %v each, algorithms interleaved\n\n", o.rounds, o.duration)
+}
