@@ -5,7 +5,7 @@ CONFIG  ?= examples/quickstart.yaml
 DOCKER  ?= docker
 IMAGE   ?= floodgate:dev
 
-.PHONY: run build image test test-go test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down
+.PHONY: run build image test test-go test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
 
 run:
 	$(GO) run ./cmd/floodgate serve -c $(CONFIG)
@@ -68,6 +68,25 @@ bench-middleware:
 # Gateway and decision API over HTTP with wrk.
 bench-daemon:
 	scripts/bench-daemon.sh
+
+# The capacity model's per-decision inputs on this machine (docs/SCALING.md),
+# measured on the test suite's standalone Redis; about 3 minutes.
+capacity:
+	. /tmp/floodgate-test/env && cd bench && $(GO) run ./cmd/capacity -rounds 5
+
+# 3- and 6-master Redis Clusters on ports 7700-7725, side by side with the
+# standalone Redis, then the resharding check (scripts/bench-cluster.sh);
+# about 6 minutes.
+bench-cluster:
+	. /tmp/floodgate-test/env && scripts/bench-cluster.sh all
+
+# Only the resharding check: decisions stay exact while slots migrate.
+reshard:
+	scripts/bench-cluster.sh reshard
+
+# The seeded multi-region simulation whose tables are in docs/SCALING.md.
+regionsim:
+	cd bench && $(GO) run ./cmd/regionsim
 
 # The quickstart gateway under wrk-like load, with a summary table.
 loadtest:

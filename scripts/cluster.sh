@@ -13,7 +13,9 @@
 #   addrs [BASE]       print its nodes as host:port,host:port,…
 #   reshard FROM TO SLOTS [BASE]
 #                      move SLOTS slots from the master on port FROM to the
-#                      master on port TO with redis-cli --cluster reshard
+#                      master on port TO with redis-cli --cluster reshard,
+#                      migrating PIPELINE keys per MIGRATE (default 10; 1
+#                      keeps each slot migrating longest)
 #
 # State (configs, logs, nodes.conf) lives in /tmp/floodgate-cluster-BASE.
 # No replicas and no persistence: the benchmarks measure masters' CPU, and
@@ -87,7 +89,7 @@ reshard() {
   local from=$1 to=$2 slots=$3
   [[ $slots =~ ^[0-9]+$ ]] || usage
   timeout 300 redis-cli --cluster reshard "127.0.0.1:$from" --cluster-from "$(node_id "$from")" \
-    --cluster-to "$(node_id "$to")" --cluster-slots "$slots" --cluster-yes >"$STATE_DIR/reshard.log" 2>&1 \
+    --cluster-to "$(node_id "$to")" --cluster-slots "$slots" --cluster-pipeline "${PIPELINE:-10}" --cluster-yes >"$STATE_DIR/reshard.log" 2>&1 \
     || { tail -n 20 "$STATE_DIR/reshard.log" >&2; die "reshard $from → $to failed"; }
 }
 

@@ -4,7 +4,9 @@
 // script call carries, the round trips per decision, the CPU the deciding
 // process (Limiter, redisstore, go-redis) spends per decision, and the
 // latency of one decision. With several addresses it drives a Redis
-// Cluster and also reports each master's share and CPU.
+// Cluster and also reports each master's share and CPU. Several targets
+// (separated by ';') are measured in turn within each round, so that a
+// 3-master and a 6-master Cluster meet the same moments of a noisy machine.
 //
 // Every decision goes through floodgate.Limiter over redisstore, exactly as
 // an application or the daemon makes it, so the figures follow the code.
@@ -12,7 +14,7 @@
 // algorithms interleaved within a round.
 //
 //	go run ./cmd/capacity -redis 127.0.0.1:7200
-//	go run ./cmd/capacity -redis 127.0.0.1:7700,127.0.0.1:7701,127.0.0.1:7702 -alg gcra -c 64
+//	go run ./cmd/capacity -redis '127.0.0.1:7700,127.0.0.1:7701,127.0.0.1:7702;127.0.0.1:7720,…' -alg gcra -c 64
 package main
 
 import (
@@ -31,7 +33,7 @@ import (
 )
 
 type options struct {
-	addrs    []string
+	targets  [][]string // one address list per target
 	algs     []floodgate.Algorithm
 	conc     []int
 	duration time.Duration
@@ -45,10 +47,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "capacity:", err)
 		os.Exit(2)
 	}
-	c := redisload.Dial(o.addrs)
-	defer c.Close()
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		log.Fatalf("capacity: redis at %v: %v", o.addrs, err)
+	clients := make([]*redisload.Client, len(o.targets))
+	for i, addrs := range o.targets {
+		clients[i] = redisload.Dial(addrs)
+		defer clients[i].Close()
+		if err := clients[i].Ping(context.Background()).Err(); err != nil {
+			log.Fatalf("capacity: redis at %v: %v", addrs, err)
+		}
 	}
 	header(o)
 	samples := map[cell][]sample{}
@@ -56,11 +61,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "round %d of %d\n", r, o.rounds)
 		for _, a := range o.algs {
 			for _, n := range o.conc {
-				s, err := measure(c, a, n, o)
-				if err != nil {
-					log.Fatalf("capacity: %v at concurrency %d: %v", a, n, err)
+				for t, c := range clients {
+					s, err := measure(c, a, n, o)
+					if err != nil {
+						log.Fatalf("capacity: %v at concurrency %d on %v: %v", a, n, o.targets[t], err)
+					}
+					samples[cell{t, a, n}] = append(samples[cell{t, a, n}], s)
 				}
-				samples[cell{a, n}] = append(samples[cell{a, n}], s)
 			}
 		}
 	}
@@ -68,7 +75,7 @@ func main() {
 }
 
 func parseFlags() (options, error) {
-	addrs := flag.String("redis", os.Getenv("FLOODGATE_TEST_REDIS"), "Redis address, or several comma-separated for a Cluster")
+	addrs := flag.String("redis", os.Getenv("FLOODGATE_TEST_REDIS"), "Redis address, or several comma-separated for a Cluster; several targets separated by ';'")
 	algs := flag.String("alg", "fixed-window,sliding-window-log,sliding-window-counter,token-bucket,gcra", "algorithms, comma-separated")
 	conc := flag.String("c", "1,64", "concurrencies (goroutines deciding at once), comma-separated")
 	var o options
@@ -79,7 +86,9 @@ func parseFlags() (options, error) {
 	if *addrs == "" {
 		return o, fmt.Errorf("no Redis: give -redis or set FLOODGATE_TEST_REDIS")
 	}
-	o.addrs = strings.Split(*addrs, ",")
+	for _, t := range strings.Split(*addrs, ";") {
+		o.targets = append(o.targets, strings.Split(t, ","))
+	}
 	for _, s := range strings.Split(*algs, ",") {
 		a, err := floodgate.ParseAlgorithm(strings.TrimSpace(s))
 		if err != nil {
@@ -101,13 +110,11 @@ func parseFlags() (options, error) {
 }
 
 func header(o options) {
-	kind := "standalone"
-	if len(o.addrs) > 1 {
-		kind = fmt.Sprintf("Cluster, seeds %d", len(o.addrs))
-	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("capacity: Redis %s (%s); %d keys; one policy of 100/s, burst 100, per key (every decision admitted and writing)\n",
-		strings.Join(o.addrs, ","), kind, o.keys)
+	for i, t := range o.targets {
+		fmt.Printf("target %d: %s\n", i+1, strings.Join(t, ","))
+	}
+	fmt.Printf("%d keys; one policy of 100/s, burst 100, per key (every decision admitted and writing)\n", o.keys)
 	fmt.Printf("%s %s/%s, GOMAXPROCS %d, %d CPUs; load average at start %s",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU(), load)
 	fmt.Printf("medians of %d rounds of %v each, algorithms interleaved\n\n", o.rounds, o.duration)

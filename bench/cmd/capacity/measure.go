@@ -15,8 +15,9 @@ import (
 )
 
 type cell struct {
-	alg  floodgate.Algorithm
-	conc int
+	target int
+	alg    floodgate.Algorithm
+	conc   int
 }
 
 // sample is one measurement of one cell.
