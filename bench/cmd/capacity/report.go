@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -40,6 +41,9 @@ func row(w io.Writer, t int, a floodgate.Algorithm, n int, ss []sample) {
 }
 
 func shards(o options, samples map[cell][]sample) {
+	if !slices.ContainsFunc(o.targets, func(t []string) bool { return len(t) > 1 }) {
+		return
+	}
 	fmt.Println("\nper master (medians): share of the decisions (by keys held), CPU µs per decision served, CPU seconds per second, decisions per call")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "target\talgorithm\tconc\tmaster\tshare\tµs/decision\tbusy\tdecisions/call\t")
