@@ -39,6 +39,7 @@ type options struct {
 	duration time.Duration
 	rounds   int
 	keys     int
+	quota    int64
 }
 
 func main() {
@@ -82,6 +83,7 @@ func parseFlags() (options, error) {
 	flag.DurationVar(&o.duration, "d", 2*time.Second, "duration of one measurement")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each figure is the median over them")
 	flag.IntVar(&o.keys, "keys", 10000, "partition keys the load walks over")
+	flag.Int64Var(&o.quota, "quota", 100, "the policy's quota per second and key (1 key and a large quota: a hot key that is admitted)")
 	flag.Parse()
 	if *addrs == "" {
 		return o, fmt.Errorf("no Redis: give -redis or set FLOODGATE_TEST_REDIS")
@@ -103,8 +105,8 @@ func parseFlags() (options, error) {
 		}
 		o.conc = append(o.conc, n)
 	}
-	if o.rounds < 1 || o.keys < 1 || o.duration <= 0 {
-		return o, fmt.Errorf("-rounds, -keys and -d must be positive")
+	if o.rounds < 1 || o.keys < 1 || o.quota < 1 || o.duration <= 0 {
+		return o, fmt.Errorf("-rounds, -keys, -quota and -d must be positive")
 	}
 	return o, nil
 }
@@ -114,7 +116,7 @@ func header(o options) {
 	for i, t := range o.targets {
 		fmt.Printf("target %d: %s\n", i+1, strings.Join(t, ","))
 	}
-	fmt.Printf("%d keys; one policy of 100/s, burst 100, per key (every decision admitted and writing)\n", o.keys)
+	fmt.Printf("%d keys; one policy of %d/s per key (burst 100 for the bucket algorithms)\n", o.keys, o.quota)
 	fmt.Printf("%s %s/%s, GOMAXPROCS %d, %d CPUs; load average at start %s",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU(), load)
 	fmt.Printf("medians of %d rounds of %v each, algorithms interleaved\n\n", o.rounds, o.duration)

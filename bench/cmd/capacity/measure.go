@@ -50,7 +50,7 @@ func measure(c *redisload.Client, a floodgate.Algorithm, n int, o options) (samp
 		return sample{}, err
 	}
 	lim, err := floodgate.NewLimiter(st, []floodgate.Policy{{
-		Name: "api", Algorithm: a, Quota: 100, Window: time.Second, Burst: burst(a),
+		Name: "api", Algorithm: a, Quota: o.quota, Window: time.Second, Burst: burst(a),
 	}})
 	if err != nil {
 		return sample{}, err
