@@ -70,13 +70,13 @@ bench-daemon:
 	scripts/bench-daemon.sh
 
 # The capacity model's per-decision inputs on this machine (docs/SCALING.md),
-# measured on the test suite's standalone Redis; about 3 minutes.
+# measured on the test suite's standalone Redis; about 2 minutes.
 capacity:
 	. /tmp/floodgate-test/env && cd bench && $(GO) run ./cmd/capacity -rounds 5
 
 # 3- and 6-master Redis Clusters on ports 7700-7725, side by side with the
 # standalone Redis, then the resharding check (scripts/bench-cluster.sh);
-# about 6 minutes.
+# about 5 minutes.
 bench-cluster:
 	. /tmp/floodgate-test/env && scripts/bench-cluster.sh all
 
