@@ -38,19 +38,7 @@ type Tally struct {
 // Run runs l and tallies it.
 func (l Load) Run(take Take) Tally {
 	var done atomic.Bool
-	timer := time.AfterFunc(l.Duration, func() { done.Store(true) })
-	defer timer.Stop()
-	if l.Stop != nil {
-		finished := make(chan struct{})
-		defer close(finished)
-		go func() {
-			select {
-			case <-l.Stop:
-				done.Store(true)
-			case <-finished:
-			}
-		}()
-	}
+	defer l.watch(&done)()
 	ctx := context.Background()
 	t := Tally{PerKey: make([]int64, len(l.Keys))}
 	var (
@@ -97,4 +85,21 @@ func (l Load) Run(take Take) Tally {
 		t.Median = latencies[len(latencies)/2]
 	}
 	return t
+}
+
+// watch sets done once Duration has passed or Stop is closed; the function
+// it returns stops watching.
+func (l Load) watch(done *atomic.Bool) (stop func()) {
+	timer := time.AfterFunc(l.Duration, func() { done.Store(true) })
+	finished := make(chan struct{})
+	if l.Stop != nil {
+		go func() {
+			select {
+			case <-l.Stop:
+				done.Store(true)
+			case <-finished:
+			}
+		}()
+	}
+	return func() { timer.Stop(); close(finished) }
 }
