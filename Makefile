@@ -1,11 +1,28 @@
-# Floodgate: `make run` starts the daemon, `make test` runs every test.
+# Floodgate: `make run` starts the daemon, `make build` makes bin/floodgate,
+# `make test` runs every test.
 GO      ?= go
 CONFIG  ?= examples/quickstart.yaml
+DOCKER  ?= docker
+IMAGE   ?= floodgate:dev
 
-.PHONY: run test test-go bench bench-middleware bench-daemon loadtest fuzz services-up services-down
+.PHONY: run build image test test-go test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
 
 run:
 	$(GO) run ./cmd/floodgate serve -c $(CONFIG)
+
+# A static binary (CGO off, -trimpath) with the version, commit and date
+# that `floodgate version` prints; scripts/build.sh holds the flags, which
+# the Dockerfile uses too.
+build:
+	GO=$(GO) scripts/build.sh bin/floodgate
+
+# The container image (docker or DOCKER=podman); the build context has no
+# .git, so the stamps go in as build arguments.
+image:
+	$(DOCKER) build -t $(IMAGE) \
+		--build-arg VERSION="$$(git describe --tags --always --dirty)" \
+		--build-arg COMMIT="$$(git rev-parse HEAD)" \
+		--build-arg DATE="$$(git log -1 --format=%cI)" .
 
 # Starts the Redis instances, Redis Cluster, Sentinel, nginx, wrk and
 # Chromium the tests need (scripts/services-up.sh), runs them with the race
@@ -24,6 +41,21 @@ test-go:
 	. /tmp/floodgate-test/env && $(GO) test -race -count=1 -timeout 8m ./...
 	$(GO) test -count=1 -run '^TestMemoryPerKey$$' ./memorystore
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^TestSameLimit$$' ./...
+	$(MAKE) --no-print-directory test-deploy
+
+# The ways to install and run it: the static binary in an empty root (what
+# the image holds), the Kubernetes manifests, compose file and container
+# configuration (deploy/ module), the systemd unit, and the Caddy example.
+test-deploy:
+	scripts/emptyroot-test.sh
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
+	scripts/systemd-test.sh
+	scripts/examples-test.sh
+
+# The Dockerfile's final stage built and run with podman (installed from
+# Debian when missing); not in `make test`, as it needs a container runtime.
+test-image:
+	scripts/image-test.sh
 
 # Memory-store and middleware benchmarks against the peers (bench/ module).
 bench:
@@ -36,6 +68,25 @@ bench-middleware:
 # Gateway and decision API over HTTP with wrk.
 bench-daemon:
 	scripts/bench-daemon.sh
+
+# The capacity model's per-decision inputs on this machine (docs/SCALING.md),
+# measured on the test suite's standalone Redis; about 2 minutes.
+capacity:
+	. /tmp/floodgate-test/env && cd bench && $(GO) run ./cmd/capacity -rounds 5
+
+# 3- and 6-master Redis Clusters on ports 7700-7725, side by side with the
+# standalone Redis, then the resharding check (scripts/bench-cluster.sh);
+# about 5 minutes.
+bench-cluster:
+	. /tmp/floodgate-test/env && scripts/bench-cluster.sh all
+
+# Only the resharding check: decisions stay exact while slots migrate.
+reshard:
+	scripts/bench-cluster.sh reshard
+
+# The seeded multi-region simulation whose tables are in docs/SCALING.md.
+regionsim:
+	cd bench && $(GO) run ./cmd/regionsim
 
 # The quickstart gateway under wrk-like load, with a summary table.
 loadtest:

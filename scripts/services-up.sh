@@ -122,6 +122,8 @@ start_fresh() {
 ensure_bin redis-server redis-server
 ensure_bin redis-cli redis-tools
 ensure_bin nginx nginx
+# The Caddy example (scripts/examples-test.sh) runs against Debian's Caddy.
+ensure_bin caddy caddy
 ensure_bin wrk wrk
 ensure_bin ss iproute2
 # The ops dashboard's browser test drives Debian's Chromium headless.

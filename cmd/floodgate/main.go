@@ -7,20 +7,16 @@
 //	floodgate reduce --factor 0.5 --for 10m  lower quotas for a while on a running daemon
 //	floodgate keys add|list|revoke        API keys of tiered quotas, in PostgreSQL
 //	floodgate tiers set|list              tiers (plans) of API keys, in PostgreSQL
-//	floodgate version
+//	floodgate healthcheck [URL]             exit 0 when the admin listener answers /healthz
+//	floodgate version                     version, commit and build date
 package main
 
 import (
 	"fmt"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3";
-// otherwise the module version or VCS revision from the build info is used.
-var version = ""
 
 func main() {
 	if cmd, err := newRoot().ExecuteC(); err != nil {
@@ -58,7 +54,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServe(), newValidate(), newVersion(), newLoadtest(), newProbe(), newReduce(), newKeys(), newTiers())
+	root.AddCommand(newServe(), newValidate(), newVersion(), newHealthcheck(), newLoadtest(), newProbe(), newReduce(), newKeys(), newTiers())
 	root.SetErr(os.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintf(c.ErrOrStderr(), "floodgate: %v\n%s", err, c.UsageString())
@@ -67,37 +63,4 @@ func newRoot() *cobra.Command {
 	// Errors other than exitError are printed once, by report: cobra
 	// itself stays silent so that nothing is printed twice.
 	return root
-}
-
-func versionString() string {
-	v := version
-	info, ok := debug.ReadBuildInfo()
-	if v == "" && ok {
-		v = info.Main.Version
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && (v == "" || v == "(devel)") {
-				v = "devel-" + s.Value[:min(12, len(s.Value))]
-			}
-		}
-	}
-	if v == "" {
-		v = "(devel)"
-	}
-	goVersion := "unknown"
-	if ok {
-		goVersion = info.GoVersion
-	}
-	return fmt.Sprintf("floodgate %s (%s)", v, goVersion)
-}
-
-func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), versionString())
-			return nil
-		},
-	}
 }
