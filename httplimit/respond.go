@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
@@ -56,7 +58,8 @@ func (hw *Headers) Set(h http.Header, policyValue []string, results []floodgate.
 		for _, r := range results {
 			l := header.Limit{Name: r.Policy.Name, Remaining: r.Remaining}
 			if r.Policy.Unit != floodgate.ConcurrentRequests {
-				l.Window, l.HasWindow = EffectiveWindow(r), true
+				l.Remaining, l.Window = Spendable(r)
+				l.HasWindow = true
 			}
 			limits = append(limits, l)
 		}
@@ -119,21 +122,56 @@ func (hw *Headers) Set(h http.Header, policyValue []string, results []floodgate.
 	delete(h, header.FieldXWarning)
 }
 
-// EffectiveWindow is t of draft-11 §3.2 for one result, in whole seconds:
-// for a denied policy, the seconds until the cost fits, so Retry-After (the
-// largest of them) never points before the end of t (§6); otherwise the
-// seconds until more quota comes, at least 1, raised so that r/t never
-// exceeds q/w (§8: values must not invite a faster pace than the policy's
-// own).
+// EffectiveWindow is t of draft-11 §3.2 for one result, in whole seconds;
+// Spendable gives it with the r it goes with.
 func EffectiveWindow(r floodgate.Result) int64 {
-	if !r.Allowed {
-		return header.Seconds(r.RetryAfter)
-	}
-	t := header.Seconds(r.ResetAfter)
-	if w := header.Seconds(r.Policy.Window); r.Remaining*w > t*r.Policy.Quota {
-		t = (r.Remaining*w + r.Policy.Quota - 1) / r.Policy.Quota
-	}
+	_, t := Spendable(r)
 	return t
+}
+
+// Spendable is the (r, t) pair RateLimit reports for one result: r units
+// the client may spend, in any pattern, within the next t whole seconds
+// without a refusal (draft-11 §7), chosen so that a client pacing itself
+// by t/r reaches the policy's rate q/w and no faster (§8).
+//
+//   - Denied: r is what is left, t the seconds until the cost fits, so
+//     Retry-After (the largest of them) never points before the end of t
+//     (§6).
+//   - Nothing left: t is the seconds until the next unit frees.
+//   - Otherwise t is how long the units left last at q/w, at least the
+//     time one unit takes at q/w; for a fixed window at most the seconds
+//     to the window's end, where its count restarts. r is then the units
+//     left, cut to what q/w allows in t: r/t never exceeds q/w.
+//
+// Every algorithm's remaining units stay spendable until spent (windows
+// and buckets only free more as time passes), so any r up to Remaining is
+// safe for any t; the choice of t only sets the pace r/t suggests.
+func Spendable(r floodgate.Result) (remaining, t int64) {
+	if !r.Allowed {
+		return r.Remaining, header.Seconds(r.RetryAfter)
+	}
+	if r.Remaining <= 0 {
+		return 0, header.Seconds(r.ResetAfter)
+	}
+	q, w := uint64(r.Policy.Quota), uint64(max(r.Policy.Window.Microseconds(), 1))
+	const sec = uint64(time.Second / time.Microsecond)
+	a := uint64(min(r.Remaining, r.Policy.Quota))
+	// The seconds a units last at q/w, and the seconds one unit takes.
+	t = max(int64(mulDiv(a, w, q)/sec), int64(((w+q-1)/q+sec-1)/sec))
+	if r.Policy.Algorithm == floodgate.FixedWindow {
+		t = min(t, header.Seconds(r.ResetAfter))
+	}
+	return int64(min(a, mulDiv(q, uint64(t)*sec, w))), t
+}
+
+// mulDiv is ⌊a·b/c⌋ without overflow; c > 0 and the quotient must fit.
+func mulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return math.MaxUint64
+	}
+	quo, _ := bits.Div64(hi, lo, c)
+	return quo
 }
 
 // RetryAfterSeconds is Retry-After for a denied decision, in whole
