@@ -96,6 +96,8 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, newStore) })
 	t.Run("ManyKeys", func(t *testing.T) { manyKeys(t, newStore) })
 	t.Run("Reset", func(t *testing.T) { reset(t, newStore) })
+	t.Run("GCRARaise", func(t *testing.T) { gcraRaise(t, newStore) })
+	t.Run("Raise", func(t *testing.T) { raise(t, newStore) })
 }
 
 func play(t *testing.T, newStore NewStore, sc script) {
