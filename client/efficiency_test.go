@@ -174,3 +174,27 @@ func TestEfficiency(t *testing.T) {
 	}
 	t.Logf("\n| algorithm | policy | follower | admitted ÷ allowed | 429s |\n|---|---|---|---|---|\n%s", table.String())
 }
+
+// TestProbeAdvice: the pace Probe advises after one request, against 100
+// per minute, is within 10 % of the policy's sustainable rate (q/w) for
+// every algorithm, wherever in a fixed window the request falls.
+func TestProbeAdvice(t *testing.T) {
+	const want = 100.0 / 60
+	for _, p := range efficiencyPolicies(time.Minute, 100) {
+		for _, at := range []time.Duration{0, 11 * time.Second, 45 * time.Second, 58 * time.Second, 59500 * time.Millisecond} {
+			clock := newFakeClock()
+			clock.Sleep(t.Context(), at)
+			l := newLimited(t, clock, p, clock.Now())
+			var out strings.Builder
+			if err := Probe(t.Context(), &http.Client{Transport: NewTransport(l, virtual(clock)...)}, "http://api.example/items", &out); err != nil {
+				t.Fatal(err)
+			}
+			_, rest, _ := strings.Cut(out.String(), "next: send at most one request every ")
+			_, rest, _ = strings.Cut(rest, "(")
+			got, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+			if err != nil || got < 0.9*want || got > want*1.001 {
+				t.Errorf("%s at +%v: advised %v req/s, want %.3f within 10 %%:\n%s", p.Algorithm, at, got, want, out.String())
+			}
+		}
+	}
+}

@@ -140,8 +140,9 @@ func EffectiveWindow(r floodgate.Result) int64 {
 //   - Nothing left: t is the seconds until the next unit frees.
 //   - Otherwise t is how long the units left last at q/w, at least the
 //     time one unit takes at q/w; for a fixed window at most the seconds
-//     to the window's end, where its count restarts. r is then the units
-//     left, cut to what q/w allows in t: r/t never exceeds q/w.
+//     to the window's end, where its count restarts, unless that is under
+//     ten units' time away. r is then the units left, cut to what q/w
+//     allows in t: r/t never exceeds q/w.
 //
 // Every algorithm's remaining units stay spendable until spent (windows
 // and buckets only free more as time passes), so any r up to Remaining is
@@ -157,9 +158,12 @@ func Spendable(r floodgate.Result) (remaining, t int64) {
 	const sec = uint64(time.Second / time.Microsecond)
 	a := uint64(min(r.Remaining, r.Policy.Quota))
 	// The seconds a units last at q/w, and the seconds one unit takes.
-	t = max(int64(mulDiv(a, w, q)/sec), int64(((w+q-1)/q+sec-1)/sec))
-	if r.Policy.Algorithm == floodgate.FixedWindow {
-		t = min(t, header.Seconds(r.ResetAfter))
+	unit := int64(((w+q-1)/q + sec - 1) / sec)
+	t = max(int64(mulDiv(a, w, q)/sec), unit)
+	if end := header.Seconds(r.ResetAfter); r.Policy.Algorithm == floodgate.FixedWindow && end < t && end >= 10*unit {
+		// The window's end, where the count restarts, unless it is so near
+		// that whole units at q/w would cut the pace by more than a tenth.
+		t = end
 	}
 	return int64(min(a, mulDiv(q, uint64(t)*sec, w))), t
 }
