@@ -206,3 +206,78 @@ func decide(f algo, s State, now int64, p Params, cost int64) (State, Result) {
 	f(&s, now, p, cost, &r)
 	return s, r
 }
+
+// TestRaise plays random histories under a policy, then asks both it and
+// a raised copy (quota and burst at least as large, same window) about a
+// random later request: whatever the old policy admits, the raised one
+// admits, leaving at least as much.
+func TestRaise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	algos := map[string]algo{"fixed-window": FixedWindow, "sliding-window-counter": SlidingWindowCounter, "token-bucket": TokenBucket, "gcra": GCRA}
+	for name, take := range algos {
+		for range 3000 {
+			q := 1 + rng.Int64N(100)
+			old := Params{Quota: q, Capacity: q, Window: sec + rng.Int64N(60*sec)}
+			if name == "token-bucket" || name == "gcra" {
+				old.Capacity = 1 + rng.Int64N(2*q)
+			}
+			raised := Params{Quota: q + rng.Int64N(10*q), Capacity: old.Capacity + rng.Int64N(10*old.Capacity), Window: old.Window}
+			var s State
+			var l Log
+			now := t0 + rng.Int64N(old.Window)
+			for range rng.IntN(40) {
+				now += rng.Int64N(old.Window / q * 2)
+				cost := 1 + rng.Int64N(old.Capacity)
+				s, _ = decide(take, s, now, old, cost)
+				if r := l.Take(now, old, cost); r.Allowed {
+					l.Add(now, cost)
+				}
+			}
+			at := now + rng.Int64N(old.Window/q*2)
+			cost := rng.Int64N(old.Capacity + 1)
+			_, a := decide(take, s, at, old, cost)
+			_, b := decide(take, s, at, raised, cost)
+			if !noWorse(a, b) {
+				t.Fatalf("%s %+v → %+v, state %+v, cost %d: old %+v, raised %+v", name, old, raised, s, cost, a, b)
+			}
+			la, lb := l, Log{entries: append([]LogEntry(nil), l.entries...), total: l.total}
+			a, b = la.Take(at, old, cost), lb.Take(at, raised, cost)
+			if !noWorse(a, b) {
+				t.Fatalf("sliding-window-log %+v → %+v, cost %d: old %+v, raised %+v", old, raised, cost, a, b)
+			}
+		}
+	}
+}
+
+// noWorse reports whether b admits whenever a does and leaves at least as
+// much (Remaining counts after the cost when admitted, before it when not).
+func noWorse(a, b Result) bool {
+	if a.Allowed {
+		return b.Allowed && b.Remaining >= a.Remaining
+	}
+	return b.Allowed || b.Remaining >= a.Remaining
+}
+
+// TestGCRARaise is the reported case: {Quota: 10, Window: 20 s, Burst: 15},
+// one request, then Quota 1000 a tenth of a second later.
+func TestGCRARaise(t *testing.T) {
+	// GCRA's TAT drained the spent unit at the old rate until the change
+	// (0.95 of it is still owed); the token bucket, updated last at the
+	// request, refills the whole interval at the new rate.
+	old := Params{Quota: 10, Capacity: 15, Window: 20 * sec}
+	for _, c := range []struct {
+		name        string
+		take        algo
+		kept, whole int64
+	}{{"token-bucket", TokenBucket, 14, 1000}, {"gcra", GCRA, 13, 999}} {
+		s, _ := decide(c.take, State{}, t0, old, 1)
+		_, r := decide(c.take, s, t0+sec/10, Params{Quota: 1000, Capacity: 15, Window: 20 * sec}, 1)
+		if !r.Allowed || r.Remaining != c.kept {
+			t.Errorf("%s, burst kept: %+v, want admitted with %d left", c.name, r, c.kept)
+		}
+		_, r = decide(c.take, s, t0+sec/10, Params{Quota: 1000, Capacity: 1000, Window: 20 * sec}, 0)
+		if !r.Allowed || r.Remaining != c.whole {
+			t.Errorf("%s, burst raised: %+v, want %d left", c.name, r, c.whole)
+		}
+	}
+}

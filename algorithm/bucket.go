@@ -25,12 +25,19 @@ func TokenBucket(s *State, now int64, p Params, cost int64, r *Result) {
 }
 
 // GCRA decides cost at time now (µs) for state *s, the theoretical arrival
-// time TAT = s.A + s.B/Quota µs, writes the decision to *r, and updates *s
-// if it admits a cost.
+// time TAT = s.A + s.B/s.C µs with s.C the quota the TAT was computed for
+// (0 in a state written before it was kept: the current quota), writes the
+// decision to *r, and updates *s if it admits a cost.
 func GCRA(s *State, now int64, p Params, cost int64, r *Result) {
 	var debt int64
 	if s.A > now || s.A == now && s.B > 0 {
-		debt = (s.A-now)*p.Quota + s.B
+		// The debt in units × W does not depend on the quota, so a TAT kept
+		// under another quota keeps its meaning: the units spent.
+		q := s.C
+		if q == 0 {
+			q = p.Quota
+		}
+		debt = (s.A-now)*q + s.B
 	}
 	*r = Result{}
 	debt = bucket(r, debt, p, cost)
@@ -38,7 +45,7 @@ func GCRA(s *State, now int64, p Params, cost int64, r *Result) {
 		r.Expires = s.A + b2i(s.B > 0)
 		return
 	}
-	*s = State{A: now + debt/p.Quota, B: debt % p.Quota}
+	*s = State{A: now + debt/p.Quota, B: debt % p.Quota, C: p.Quota}
 	r.Expires = s.A + b2i(s.B > 0)
 }
 

@@ -71,5 +71,19 @@
 // theoretical arrival time TAT = A + B/Q µs exactly (B < Q), with emission
 // interval T = W/Q and tolerance C·T: a cost c is admitted iff
 // max(TAT, now) + c·T − now ≤ C·T. Since d = (TAT − now)·Q, both admit
-// exactly the same sequences; a randomized test checks it.
+// exactly the same sequences; a randomized test checks it. GCRA also keeps
+// the quota its TAT was computed for (C = Q): under another quota the same
+// TAT would stand for another debt, so a raised quota would refuse what the
+// old one admitted. Read back through the quota it was written with, the
+// debt in units × W is the same under any quota, as the token bucket's is.
+//
+// # Policy changes
+//
+// A policy changed under the same name keeps the state's meaning in units
+// spent: the counters and the log count units, the token bucket's debt and
+// GCRA's TAT (read through its quota) are units × W. Raising the quota or
+// the burst therefore never refuses a request the old policy would have
+// admitted, and Remaining is what the new policy leaves (TestRaise). A new
+// window reinterprets the state under it: the aligned windows restart, the
+// bucket debts are read in the new W.
 package algorithm

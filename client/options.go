@@ -21,7 +21,7 @@ const (
 	DefaultConcurrency       = 8                // WithConcurrency
 	DefaultBytesPerSecond    = 1 << 20          // WithBytesPerSecond: 1 MiB/s of request bodies
 	DefaultBytesBurst        = 64 << 10         // WithBytesPerSecond: 64 KiB
-	DefaultMaxWait           = time.Minute      // WithMaxWait
+	DefaultMaxWait           = 30 * time.Second // WithMaxWait: with 3 attempts, a call waits at most about a minute
 	DefaultMaxWindow         = 10 * time.Minute // WithMaxWindow, the draft's example threshold (§7)
 	DefaultMaxRemaining      = 1_000_000        // WithMaxRemaining
 	DefaultMaxAttempts       = 3                // WithMaxAttempts

@@ -129,7 +129,7 @@ func Extract(h http.Header, status int, now time.Time, o ExtractOptions) Signal 
 	s := Signal{Status: status, Dialect: obs.Dialect, Ignored: obs.Ignored, Cached: cached(h)}
 	if obs.HasRetryAfter {
 		s.RetryAfter, s.HasRetryAfter = obs.RetryAfter, true
-		s.RetryDelay = obs.RetryAfter.Delay(now)
+		s.RetryDelay = obs.RetryAfter.Delay(serverNow(h, now))
 	}
 
 	if len(obs.Limits) > 0 || len(obs.Policies) > 0 {
@@ -185,6 +185,16 @@ func Extract(h http.Header, status int, now time.Time, o ExtractOptions) Signal 
 		s.Items[i].Outlier = outlier(s.Items[i], o)
 	}
 	return s
+}
+
+// serverNow is the reference an HTTP-date Retry-After is measured from:
+// the response's Date when it has a valid one, since both are the server's
+// clock and the client's may be off (RFC 9110 §10.2.3); else now.
+func serverNow(h http.Header, now time.Time) time.Time {
+	if d, err := http.ParseTime(h.Get("Date")); err == nil {
+		return d
+	}
+	return now
 }
 
 func matchPolicy(ps []header.Policy, used []bool, l header.Limit) int {

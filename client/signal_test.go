@@ -299,3 +299,22 @@ func TestReadProblem(t *testing.T) {
 		t.Fatalf("plain JSON read as a problem")
 	}
 }
+
+// TestRetryAfterDateFromResponseDate: an HTTP-date Retry-After is measured
+// against the response's Date, not the client's clock. Date 08:00:00,
+// Retry-After 08:01:30, the client's clock 30 s ahead: wait 90 s, not 60.
+func TestRetryAfterDateFromResponseDate(t *testing.T) {
+	server := time.Date(2026, 3, 13, 8, 0, 0, 0, time.UTC)
+	h := http.Header{}
+	h.Set("Date", server.Format(http.TimeFormat))
+	h.Set("Retry-After", server.Add(90*time.Second).Format(http.TimeFormat))
+	s := Extract(h, 429, server.Add(30*time.Second), ExtractOptions{})
+	if !s.HasRetryAfter || s.RetryDelay != 90*time.Second {
+		t.Fatalf("RetryDelay %v, want 90s", s.RetryDelay)
+	}
+	// Without a Date, the client's clock is all there is.
+	h.Del("Date")
+	if s := Extract(h, 429, server.Add(30*time.Second), ExtractOptions{}); s.RetryDelay != 60*time.Second {
+		t.Fatalf("without Date: RetryDelay %v, want 60s", s.RetryDelay)
+	}
+}

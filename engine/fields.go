@@ -2,9 +2,12 @@ package engine
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"strconv"
 	"time"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 )
 
@@ -75,7 +78,8 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 			it := &o.Items[i]
 			l := header.Limit{Name: it.Name, Remaining: it.Remaining}
 			if it.Window > 0 {
-				l.Window, l.HasWindow = EffectiveWindow(it), true
+				l.Remaining, l.Window = Spendable(it)
+				l.HasWindow = true
 			}
 			limits = append(limits, l)
 		}
@@ -129,20 +133,59 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 }
 
 // EffectiveWindow is t of draft-11 §3.2 for one rate item, in whole
-// seconds: for a refusing policy, the seconds until the cost fits, so
-// Retry-After (the largest of them) never points before the end of t
-// (§6); otherwise the seconds until more quota comes, at least 1, raised
-// so that r/t never exceeds q/w (§8: values must not invite a faster pace
-// than the policy's own).
+// seconds; Spendable gives it with the r it goes with.
 func EffectiveWindow(it *Item) int64 {
-	if !it.Allowed {
-		return header.Seconds(it.RetryAfter)
-	}
-	t := header.Seconds(it.ResetAfter)
-	if w := header.Seconds(it.Window); it.Remaining*w > t*it.Quota {
-		t = (it.Remaining*w + it.Quota - 1) / it.Quota
-	}
+	_, t := Spendable(it)
 	return t
+}
+
+// Spendable is the (r, t) pair RateLimit reports for one rate item: r
+// units the client may spend, in any pattern, within the next t whole
+// seconds without a refusal (draft-11 §7), chosen so that a client pacing
+// itself by t/r reaches the policy's rate q/w and no faster (§8).
+//
+//   - Refused: r is what is left, t the seconds until the cost fits, so
+//     Retry-After (the largest of them) never points before the end of t
+//     (§6).
+//   - Nothing left: t is the seconds until the next unit frees.
+//   - Otherwise t is how long the units left last at q/w, at least the
+//     time one unit takes at q/w; for a fixed window at most the seconds
+//     to the window's end, where its count restarts, unless that is under
+//     ten units' time away. r is then the units left, cut to what q/w
+//     allows in t: r/t never exceeds q/w.
+//
+// Every algorithm's remaining units stay spendable until spent (windows
+// and buckets only free more as time passes), so any r up to Remaining is
+// safe for any t; the choice of t only sets the pace r/t suggests.
+func Spendable(it *Item) (remaining, t int64) {
+	if !it.Allowed {
+		return it.Remaining, header.Seconds(it.RetryAfter)
+	}
+	if it.Remaining <= 0 {
+		return 0, header.Seconds(it.ResetAfter)
+	}
+	q, w := uint64(it.Quota), uint64(max(it.Window.Microseconds(), 1))
+	const sec = uint64(time.Second / time.Microsecond)
+	a := uint64(min(it.Remaining, it.Quota))
+	// The seconds a units last at q/w, and the seconds one unit takes.
+	unit := int64(((w+q-1)/q + sec - 1) / sec)
+	t = max(int64(mulDiv(a, w, q)/sec), unit)
+	if end := header.Seconds(it.ResetAfter); it.Policy.Algorithm == floodgate.FixedWindow && end < t && end >= 10*unit {
+		// The window's end, where the count restarts, unless it is so near
+		// that whole units at q/w would cut the pace by more than a tenth.
+		t = end
+	}
+	return int64(min(a, mulDiv(q, uint64(t)*sec, w))), t
+}
+
+// mulDiv is ⌊a·b/c⌋ without overflow; c > 0 and the quotient must fit.
+func mulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return math.MaxUint64
+	}
+	quo, _ := bits.Div64(hi, lo, c)
+	return quo
 }
 
 // RetryAfterSeconds is Retry-After for a refused outcome, in whole

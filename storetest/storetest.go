@@ -98,6 +98,8 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Reset", func(t *testing.T) { reset(t, newStore) })
 	t.Run("Units", func(t *testing.T) { units(t, newStore) })
 	t.Run("Identity", func(t *testing.T) { identity(t, newStore) })
+	t.Run("GCRARaise", func(t *testing.T) { gcraRaise(t, newStore) })
+	t.Run("Raise", func(t *testing.T) { raise(t, newStore) })
 }
 
 // each is a cost of c in every unit.
