@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 )
 
@@ -15,7 +16,7 @@ import (
 // benchmarks (BenchmarkMiddleware, cmd/mwserve) configure it: one GCRA
 // rule for every path, keyed by client IP, quota per minute, on store,
 // sending the fields of style.
-func Floodgate(store floodgate.Store, style httplimit.HeaderStyle, quota int64, next http.Handler) (http.Handler, error) {
+func Floodgate(store floodgate.Store, style engine.HeaderStyle, quota int64, next http.Handler) (http.Handler, error) {
 	mw, err := httplimit.New(httplimit.Config{Store: store, Headers: style, Rules: []httplimit.Rule{{
 		Pattern:  "/",
 		Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: quota, Window: time.Minute}},

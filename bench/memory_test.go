@@ -58,7 +58,7 @@ func floodgateStore(a floodgate.Algorithm) func(testing.TB) (func() takeFunc, fu
 		return func() takeFunc {
 			results := make([]floodgate.Result, len(policies))
 			return func(key string) bool {
-				if err := st.Take(ctx, key, 1, policies, results); err != nil {
+				if err := st.Take(ctx, key, floodgate.Cost{Requests: 1}, policies, results); err != nil {
 					tb.Error(err)
 				}
 				return results[0].Allowed

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/ulule/limiter/v3"
 	ulstdlib "github.com/ulule/limiter/v3/drivers/middleware/stdlib"
@@ -31,14 +31,14 @@ func BenchmarkMiddleware(b *testing.B) {
 
 	store := memorystore.New()
 	defer store.Close()
-	newFloodgate := func(style httplimit.HeaderStyle) http.Handler {
+	newFloodgate := func(style engine.HeaderStyle) http.Handler {
 		h, err := Floodgate(store, style, 1e6, trivial)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return h
 	}
-	fieldsOnly, err := FieldsOnly(newFloodgate(httplimit.Both), trivial)
+	fieldsOnly, err := FieldsOnly(newFloodgate(engine.Both), trivial)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,10 +53,10 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"bare", trivial},
 		// The default sends five fields (draft-11 and legacy); "legacy" sends
 		// the same three X-RateLimit-* fields as ulule, for equal work.
-		{"floodgate", newFloodgate(httplimit.Both)},
-		{"floodgate-legacy", newFloodgate(httplimit.Legacy)},
+		{"floodgate", newFloodgate(engine.Both)},
+		{"floodgate-legacy", newFloodgate(engine.Legacy)},
 		// No fields: what the rule, the client key and the decision cost.
-		{"floodgate-none", newFloodgate(httplimit.None)},
+		{"floodgate-none", newFloodgate(engine.None)},
 		{"fields-only", fieldsOnly},
 		{"ulule", ul.Handler(trivial)},
 	} {

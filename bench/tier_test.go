@@ -37,7 +37,7 @@ func tierWorkload(tb testing.TB) (reqs []*http.Request, static, tiered http.Hand
 		r.Header.Set("X-API-Key", key)
 		reqs = append(reqs, r)
 	}
-	src, err := tier.NewStatic(map[string][]floodgate.Policy{"pro": api}, keys)
+	src, err := tier.NewStatic(map[string]tier.Limits{"pro": {Policies: api}}, keys)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 	ulmemory "github.com/ulule/limiter/v3/drivers/store/memory"
 
 	"github.com/floodgate/floodgate/bench"
-	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -39,23 +39,23 @@ func main() {
 	flag.Parse()
 
 	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	wrap := func(style httplimit.HeaderStyle) http.Handler {
+	wrap := func(style engine.HeaderStyle) http.Handler {
 		h, err := bench.Floodgate(memorystore.New(), style, 1e8, trivial)
 		if err != nil {
 			log.Fatal(err)
 		}
 		return h
 	}
-	fields, err := bench.FieldsOnly(wrap(httplimit.Both), trivial)
+	fields, err := bench.FieldsOnly(wrap(engine.Both), trivial)
 	if err != nil {
 		log.Fatal(err)
 	}
 	ul := ulstdlib.NewMiddleware(limiter.New(ulmemory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1e8}))
 	handlers := map[string]http.Handler{
 		"bare":    trivial,
-		"limited": wrap(httplimit.Both),
-		"legacy":  wrap(httplimit.Legacy),
-		"none":    wrap(httplimit.None),
+		"limited": wrap(engine.Both),
+		"legacy":  wrap(engine.Legacy),
+		"none":    wrap(engine.None),
 		"fields":  fields,
 		"ulule":   ul.Handler(trivial),
 	}
