@@ -15,8 +15,18 @@ var (
 	// ErrCostExceedsQuota is returned when a cost is above a policy's
 	// capacity: the request can never pass, so it is an error, not a wait.
 	ErrCostExceedsQuota = errors.New("floodgate: cost exceeds quota")
-	// ErrStoreUnavailable wraps a store's connection failure or timeout.
+	// ErrStoreUnavailable wraps a store's failure: the connection's error,
+	// an error reply, or a timeout (which also satisfies
+	// errors.Is(err, context.DeadlineExceeded)).
 	ErrStoreUnavailable = errors.New("floodgate: store unavailable")
+	// ErrInvalidOption is wrapped by every constructor's refusal of its
+	// arguments other than policies: a nil store or client, an option out
+	// of range, or two options that contradict each other.
+	ErrInvalidOption = errors.New("floodgate: invalid option")
+	// ErrWaitExceedsDeadline is returned by Wait when the request could not
+	// be admitted before the context's deadline: Wait refuses at once
+	// instead of sleeping in vain.
+	ErrWaitExceedsDeadline = errors.New("floodgate: wait would exceed the context deadline")
 )
 
 // Result is one policy's answer within a Decision.

@@ -60,67 +60,171 @@ type Limiter struct {
 	logEvery      time.Duration
 	logger        *slog.Logger
 	now           func() time.Time
+	sleep         func(context.Context, time.Duration) error
 
 	storeErrors atomic.Uint64
 	skipUntil   atomic.Int64 // unix ns; store is not asked before this
 	lastLog     atomic.Int64 // unix ns of the last failure log record
 }
 
-// Option configures a Limiter.
-type Option func(*Limiter)
+// Option configures a Limiter. Options only record a setting; NewLimiter
+// checks them all together, so their order never matters.
+type Option func(*config)
+
+// config collects the options before NewLimiter checks and applies them.
+type config struct {
+	mode       FailureMode
+	modeSet    bool
+	local      Store
+	share      float64
+	localSet   bool
+	logger     *slog.Logger
+	logEvery   time.Duration
+	retryStore time.Duration
+	clock      Clock
+}
+
+// Clock is where a Limiter reads the time and how it waits. The default is
+// the system clock; tests inject their own to step time without sleeping
+// (storetest.Clock is one).
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// Sleep pauses for d, or until ctx ends, when it returns ctx.Err().
+	Sleep(ctx context.Context, d time.Duration) error
+}
 
 // WithFailureMode sets what Take answers while the store fails; default
-// FailClosed. FailToLocal also needs WithLocalFallback.
-func WithFailureMode(m FailureMode) Option { return func(l *Limiter) { l.mode = m } }
+// FailClosed. FailToLocal needs WithLocalFallback, which implies it.
+func WithFailureMode(m FailureMode) Option {
+	return func(c *config) { c.mode, c.modeSet = m, true }
+}
 
 // WithLocalFallback sets FailToLocal: while the store fails, decisions come
 // from local, with every policy's Quota and Burst multiplied by share
 // (0 < share ≤ 1, e.g. 1/replicas), rounded down but at least 1.
 func WithLocalFallback(local Store, share float64) Option {
-	return func(l *Limiter) {
-		l.mode, l.local = FailToLocal, local
-		l.localPolicies = make([]Policy, len(l.policies))
-		for i, p := range l.policies {
-			l.localPolicies[i] = p.Scaled(share)
-		}
-	}
+	return func(c *config) { c.local, c.share, c.localSet = local, share, true }
 }
 
 // WithLogger sets where store failures are logged (at most once per
 // WithFailureLogInterval); default slog.Default().
-func WithLogger(logger *slog.Logger) Option { return func(l *Limiter) { l.logger = logger } }
+func WithLogger(logger *slog.Logger) Option { return func(c *config) { c.logger = logger } }
 
 // WithFailureLogInterval sets the least time between two failure log
-// records; default 10 s. Failures are always counted (StoreErrors).
-func WithFailureLogInterval(d time.Duration) Option { return func(l *Limiter) { l.logEvery = d } }
+// records (≥ 0; 0 logs every failure); default 10 s. Failures are always
+// counted (StoreErrors).
+func WithFailureLogInterval(d time.Duration) Option { return func(c *config) { c.logEvery = d } }
 
 // WithStoreRetry sets how long a failed store is skipped (the failure mode
-// answers at once) before the next call tries it again; default 200 ms.
-// This keeps a dead store from adding its timeout to every request, and
-// recovery needs no action.
-func WithStoreRetry(d time.Duration) Option { return func(l *Limiter) { l.retryStore = d } }
+// answers at once) before the next call tries it again (≥ 0; 0 tries it on
+// every call); default 200 ms. This keeps a dead store from adding its
+// timeout to every request, and recovery needs no action.
+func WithStoreRetry(d time.Duration) Option { return func(c *config) { c.retryStore = d } }
 
-// NewLimiter returns a Limiter for the given policies, which must pass
-// ValidatePolicies (the error wraps ErrInvalidPolicy).
+// WithClock sets the Limiter's clock, which times WithStoreRetry and Wait;
+// default the system clock. The store keeps its own clock: give both the
+// same one (memorystore.WithClock(c.Now)) for exact tests.
+func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
+
+// NewLimiter returns a Limiter applying policies through store.
+//
+// The options combine as follows; any other combination, a nil argument or
+// a value out of range is an error wrapping ErrInvalidOption, whatever the
+// order of the options:
+//
+//   - The failure mode is FailClosed unless WithFailureMode says otherwise.
+//   - WithLocalFallback sets FailToLocal; with it, WithFailureMode may only
+//     say FailToLocal too (FailOpen or FailClosed beside it contradict it),
+//     and WithFailureMode(FailToLocal) needs WithLocalFallback.
+//   - WithStoreRetry and WithFailureLogInterval apply in every mode, as the
+//     store is skipped and its failures logged whatever answers instead.
+//   - WithClock times WithStoreRetry and Wait.
+//
+// Errors: ErrInvalidPolicy (wrapped) when policies fail ValidatePolicies;
+// ErrInvalidOption (wrapped) for a nil store, a nil option argument, an
+// unknown failure mode, a share outside (0, 1], a negative duration or the
+// contradictions above.
 func NewLimiter(store Store, policies []Policy, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
+	}
 	if err := ValidatePolicies(policies); err != nil {
+		return nil, err
+	}
+	c := config{retryStore: 200 * time.Millisecond, logEvery: 10 * time.Second, logger: slog.Default(), clock: systemClock{}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		o(&c)
+	}
+	if err := c.check(); err != nil {
 		return nil, err
 	}
 	l := &Limiter{
 		store:      store,
 		policies:   append([]Policy(nil), policies...),
-		retryStore: 200 * time.Millisecond,
-		logEvery:   10 * time.Second,
-		logger:     slog.Default(),
-		now:        time.Now,
+		mode:       c.mode,
+		local:      c.local,
+		retryStore: c.retryStore,
+		logEvery:   c.logEvery,
+		logger:     c.logger,
+		now:        c.clock.Now,
+		sleep:      c.clock.Sleep,
 	}
-	for _, o := range opts {
-		o(l)
-	}
-	if l.mode == FailToLocal && l.local == nil {
-		return nil, errors.New("floodgate: fail-to-local needs WithLocalFallback")
+	if c.localSet {
+		l.mode = FailToLocal
+		l.localPolicies = make([]Policy, len(policies))
+		for i, p := range policies {
+			l.localPolicies[i] = p.Scaled(c.share)
+		}
 	}
 	return l, nil
+}
+
+// check reports the first option out of range or in conflict with another.
+func (c *config) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+	}
+	switch {
+	case int(c.mode) >= len(failureModeNames):
+		return bad("unknown failure mode %v", c.mode)
+	case c.localSet && c.local == nil:
+		return bad("WithLocalFallback: nil store")
+	case c.localSet && !(c.share > 0 && c.share <= 1): // NaN too
+		return bad("WithLocalFallback: share %v is outside (0, 1]", c.share)
+	case c.localSet && c.modeSet && c.mode != FailToLocal:
+		return bad("WithLocalFallback sets fail-to-local, but WithFailureMode says %v", c.mode)
+	case !c.localSet && c.mode == FailToLocal:
+		return bad("fail-to-local needs WithLocalFallback")
+	case c.logger == nil:
+		return bad("WithLogger: nil logger")
+	case c.logEvery < 0:
+		return bad("WithFailureLogInterval: %v is negative", c.logEvery)
+	case c.retryStore < 0:
+		return bad("WithStoreRetry: %v is negative", c.retryStore)
+	case c.clock == nil:
+		return bad("WithClock: nil clock")
+	}
+	return nil
+}
+
+// systemClock is the default Clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Policies returns a copy of the limiter's policies.

@@ -46,6 +46,17 @@ func (c *Clock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
 // Advance moves the clock forward by d.
 func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
+// Sleep advances the clock by d at once, or returns ctx.Err() if ctx has
+// ended: with Now, it makes a Clock a floodgate.Clock, so a Limiter's Wait
+// runs in no real time.
+func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.Advance(d)
+	return nil
+}
+
 // step is one request of a script and what each policy must answer.
 type step struct {
 	at   time.Duration // since Epoch
@@ -100,6 +111,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Identity", func(t *testing.T) { identity(t, newStore) })
 	t.Run("GCRARaise", func(t *testing.T) { gcraRaise(t, newStore) })
 	t.Run("Raise", func(t *testing.T) { raise(t, newStore) })
+	t.Run("Wait", func(t *testing.T) { wait(t, newStore) })
 }
 
 // each is a cost of c in every unit.
