@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -142,7 +143,13 @@ func WithBatching(maxBatch, maxInFlight int) Option {
 // The algorithms treat state older than its window as fresh, so the longer
 // TTL changes no decision.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) error { c.clock = now; return nil }
+	return func(c *config) error {
+		if now == nil {
+			return errors.New("redisstore: WithClock: nil clock")
+		}
+		c.clock = now
+		return nil
+	}
 }
 
 // New returns a Store over client: a *redis.Client (standalone, or Sentinel
@@ -156,11 +163,20 @@ func WithClock(now func() time.Time) Option {
 // bounds socket reads by its ReadTimeout rather than by contexts, so every
 // call is made on a helper goroutine and the caller waits no longer than
 // the per-call timeout either way.
+//
+// Errors: floodgate.ErrInvalidOption (wrapped) for a nil client, a nil
+// option or an option out of range.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if isNil(client) {
+		return nil, fmt.Errorf("%w: redisstore: nil client", floodgate.ErrInvalidOption)
+	}
 	c := config{prefix: "fg:", maxKeyLen: 128, timeout: 50 * time.Millisecond, maxBatch: 128, maxInFlight: 4}
 	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: redisstore: nil option", floodgate.ErrInvalidOption)
+		}
 		if err := o(&c); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", floodgate.ErrInvalidOption, err)
 		}
 	}
 	s := &Store{
@@ -187,6 +203,29 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	return s, nil
 }
+
+// isNil reports a nil client, also one of the concrete go-redis types
+// held in the interface as a nil pointer.
+func isNil(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
+// Close closes nothing and returns nil: the Store owns no connection, and
+// the client passed to New stays the caller's to close, after the Store's
+// last call. It is there so that a Store can stand where a
+// memorystore.Store did (defer store.Close()). Like that store, it still
+// answers after Close.
+func (s *Store) Close() error { return nil }
 
 // Take implements floodgate.Store: one script call (possibly shared with
 // concurrent calls) decides every policy for key, all or nothing.
@@ -278,11 +317,25 @@ func (s *Store) timedOut() error {
 	return fmt.Errorf("%w: no answer within %v: %w", floodgate.ErrStoreUnavailable, s.timeout, context.DeadlineExceeded)
 }
 
+// unavailable is the error of a call that failed with err: ctx's error if
+// the caller's ctx has ended, else ErrStoreUnavailable wrapping err. A
+// timeout, however go-redis reports it (os.ErrDeadlineExceeded from a
+// socket deadline set by ContextTimeoutEnabled or ReadTimeout, a pool
+// timeout, or the context's own), also wraps context.DeadlineExceeded, as
+// WithTimeout promises.
 func (s *Store) unavailable(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if isTimeout(err) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w: %w", floodgate.ErrStoreUnavailable, context.DeadlineExceeded, err)
+	}
 	return fmt.Errorf("%w: %w", floodgate.ErrStoreUnavailable, err)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, redis.ErrPoolTimeout)
 }
 
 func (s *Store) localNow() time.Time {
