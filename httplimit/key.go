@@ -16,9 +16,8 @@ type Info struct {
 }
 
 // KeyPart returns one part of a partition key (REQUIREMENTS K1); "" means
-// the request lacks it. A rule's key joins its parts with "|", writing "-"
-// for an absent part, so all requests lacking a part share one partition:
-// an unauthenticated flood limits itself, not the clients that identify.
+// the request lacks it. A rule's key joins its parts with "|"; what an
+// absent part does is the rule's choice (Rule.Missing).
 type KeyPart func(r *http.Request, info Info) string
 
 // ClientIP keys by the client address, believing forwarding headers only
@@ -46,21 +45,33 @@ func Header(name string) KeyPart {
 	return func(r *http.Request, _ Info) string { return r.Header.Get(name) }
 }
 
-// APIKey keys by an API key in the named header; for "Authorization" the
-// "Bearer " scheme is stripped. The key is a SHA-256 fingerprint of the
-// secret, never the secret itself, so stores, logs and metrics never hold
-// it.
-func APIKey(header string) KeyPart {
-	header = http.CanonicalHeaderKey(header)
+// APIKey keys by the API key in the first of the named headers that
+// carries one: "Authorization" stands for the token of its Bearer scheme
+// (RFC 6750), any other name for the header's whole value. So
+// APIKey("X-API-Key") reads only X-API-Key, APIKey("X-API-Key",
+// "Authorization") also takes a Bearer token, and APIKey() is
+// APIKey("Authorization"). The key is a SHA-256 fingerprint of the secret,
+// never the secret itself, so stores, logs and metrics never hold it. A
+// request with no key gets "" (see Rule.Missing).
+func APIKey(headers ...string) KeyPart {
+	if len(headers) == 0 {
+		headers = []string{"Authorization"}
+	}
+	names := make([]string, len(headers))
+	for i, h := range headers {
+		names[i] = http.CanonicalHeaderKey(h)
+	}
 	return func(r *http.Request, _ Info) string {
-		v := r.Header.Get(header)
-		if header == "Authorization" {
-			v, _ = BearerToken(r)
+		for _, name := range names {
+			v := r.Header.Get(name)
+			if name == "Authorization" {
+				v, _ = BearerToken(r)
+			}
+			if v != "" {
+				return Fingerprint(v)
+			}
 		}
-		if v == "" {
-			return ""
-		}
-		return Fingerprint(v)
+		return ""
 	}
 }
 
@@ -91,12 +102,14 @@ func Fingerprint(s string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func buildKey(parts []KeyPart, r *http.Request, in Info) string {
+// buildKey joins the parts' values into r's partition key, "-" standing
+// for an absent part; missing reports whether any part was absent.
+func buildKey(parts []KeyPart, r *http.Request, in Info) (key string, missing bool) {
 	if len(parts) == 1 {
 		if v := parts[0](r, in); v != "" {
-			return v
+			return v, false
 		}
-		return "-"
+		return "-", true
 	}
 	var b strings.Builder
 	for i, p := range parts {
@@ -105,9 +118,9 @@ func buildKey(parts []KeyPart, r *http.Request, in Info) string {
 		}
 		v := p(r, in)
 		if v == "" {
-			v = "-"
+			v, missing = "-", true
 		}
 		b.WriteString(v)
 	}
-	return b.String()
+	return b.String(), missing
 }

@@ -34,6 +34,20 @@ func (e *Reject) Error() string {
 // Unwrap marks a Reject as the request's refusal, not a failing source.
 func (e *Reject) Unwrap() error { return engine.ErrRejected }
 
+// SourceError is an error a Plan func returns when the source it reads
+// has failed, naming that source: the 503 of a fail-closed rule then says
+// "<Source> unavailable" rather than blaming the rate-limit store. Err is
+// logged and counted, never sent to the client.
+type SourceError struct {
+	Source string // e.g. "API key database"
+	Err    error
+}
+
+func (e *SourceError) Error() string { return e.Source + ": " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *SourceError) Unwrap() error { return e.Err }
+
 // Bypass lets trusted traffic through without limits (K5).
 type Bypass struct {
 	// Header carries a bypass token; default "X-Bypass-Token".

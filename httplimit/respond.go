@@ -39,7 +39,11 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, ke
 			contextEnded(w, ctx)
 			return
 		}
-		serviceUnavailable(w, "rate limit store unavailable for rule "+strconv.Quote(ru.name))
+		what := "rate limit store"
+		if se := (*SourceError)(nil); errors.As(o.Err, &se) {
+			what = se.Source
+		}
+		serviceUnavailable(w, what+" unavailable for rule "+strconv.Quote(ru.name))
 	}
 }
 

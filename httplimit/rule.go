@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/floodgate/floodgate"
@@ -28,6 +29,9 @@ type Rule struct {
 	Concurrency []floodgate.Concurrency
 	// Key builds the partition key from its parts (K1); default ClientIP().
 	Key []KeyPart
+	// Missing is what a request gets whose key lacks a part (a KeyPart
+	// returned ""): ShareMissing (the default) or RefuseMissing.
+	Missing MissingKey
 	// Cost charges a request against the Requests policies; default 1.
 	// An error answers 400.
 	Cost func(r *http.Request) (int64, error)
@@ -58,6 +62,21 @@ type Rule struct {
 	Limits *engine.Compiled
 }
 
+// MissingKey says what a rule does with a request whose partition key
+// lacks a part, such as an API key it did not send.
+type MissingKey uint8
+
+const (
+	// ShareMissing writes "-" for the absent part, so all requests lacking
+	// it share one partition (per value of the other parts): an
+	// unauthenticated flood limits itself, not the clients that identify.
+	ShareMissing MissingKey = iota
+	// RefuseMissing answers 401 with a problem+json body (Cache-Control:
+	// no-store) before any limit is spent, for routes that require the
+	// key, e.g. an API key.
+	RefuseMissing
+)
+
 // rule is a Rule made ready to serve.
 type rule struct {
 	name    string
@@ -68,6 +87,7 @@ type rule struct {
 	plan    func(r *http.Request) (engine.Plan, error)
 	limits  *engine.Compiled
 	bytes   bool // some policy counts content bytes (a plan's may too)
+	refuse  bool // RefuseMissing
 }
 
 func newRule(in Rule, eng *engine.Engine) (*rule, error) {
@@ -80,7 +100,11 @@ func newRule(in Rule, eng *engine.Engine) (*rule, error) {
 	if err != nil {
 		return fail(err)
 	}
-	r := &rule{name: name, pattern: pat, key: in.Key, cost: in.Cost, maxBody: in.MaxBodyBytes, plan: in.Plan, limits: in.Limits}
+	r := &rule{name: name, pattern: pat, key: in.Key, cost: in.Cost, maxBody: in.MaxBodyBytes, plan: in.Plan, limits: in.Limits,
+		refuse: in.Missing == RefuseMissing}
+	if in.Missing > RefuseMissing {
+		return fail(fmt.Errorf("unknown Missing %d (want ShareMissing or RefuseMissing)", in.Missing))
+	}
 	if len(r.key) == 0 {
 		r.key = []KeyPart{ClientIP()}
 	}
@@ -118,7 +142,12 @@ func newRule(in Rule, eng *engine.Engine) (*rule, error) {
 // unit (a body of unknown length costs 0 bytes here, and is charged as it
 // is read) and the plan.
 func (ru *rule) request(r *http.Request, info Info) (engine.Request, error) {
-	req := engine.Request{Key: buildKey(ru.key, r, info), Cost: floodgate.Cost{Requests: 1}}
+	key, missing := buildKey(ru.key, r, info)
+	req := engine.Request{Key: key, Cost: floodgate.Cost{Requests: 1}}
+	if missing && ru.refuse {
+		return req, &Reject{Status: http.StatusUnauthorized, Problem: problem(http.StatusUnauthorized,
+			"this route needs a key the request did not send (rule "+strconv.Quote(ru.name)+")")}
+	}
 	if ru.cost != nil {
 		c, err := ru.cost(r)
 		if err != nil {

@@ -54,8 +54,10 @@ type PlanOptions struct {
 //     …api_key_required;
 //   - a key src answers with ErrUnknownKey or ErrDisabledKey, or one
 //     longer than MaxKeyLength: 401 …invalid_api_key;
-//   - any other error of src (e.g. ErrUnavailable): returned as a plain
-//     error wrapping it, so that the rule's FailureMode answers;
+//   - any other error of src (e.g. ErrUnavailable): an
+//     *httplimit.SourceError naming the "API key database" and wrapping
+//     it, so that the rule's FailureMode answers, and a fail-closed 503
+//     says the database is unavailable;
 //   - otherwise the partition key (tenant or key ID, then "|" and Route
 //     if set) and the plan named after the tier with its policies.
 //
@@ -108,7 +110,7 @@ func Plan(src Source, opts PlanOptions) func(r *http.Request) (engine.Plan, erro
 		case isAnswer(err):
 			return engine.Plan{}, invalid
 		default:
-			return engine.Plan{}, fmt.Errorf("tier: key %s: %w", h.ID(), err)
+			return engine.Plan{}, &httplimit.SourceError{Source: "API key database", Err: fmt.Errorf("tier: key %s: %w", h.ID(), err)}
 		}
 		pk := e.Tenant
 		if opts.Partition == ByKey {

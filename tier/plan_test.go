@@ -145,8 +145,8 @@ func TestPlanSourceFailure(t *testing.T) {
 	src.set("k", free, nil)
 	src.down.Store(true)
 	closed := api(t, tier.Plan(src, tier.PlanOptions{}), 1e6, floodgate.FailClosed)
-	if rec := call(closed, "X-API-Key", "k"); rec.Code != 503 {
-		t.Fatalf("fail-closed: %d, want 503", rec.Code)
+	if rec := call(closed, "X-API-Key", "k"); rec.Code != 503 || !strings.Contains(rec.Body.String(), `API key database unavailable for rule`) {
+		t.Fatalf("fail-closed: %d %s, want 503 naming the API key database", rec.Code, rec.Body)
 	}
 	open := api(t, tier.Plan(src, tier.PlanOptions{}), 1e6, floodgate.FailOpen)
 	if rec := call(open, "X-API-Key", "k"); rec.Code != 200 {
