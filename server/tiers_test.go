@@ -201,14 +201,14 @@ tiers:
 		}
 	}
 	newKey := func(tenant, tr string) string {
-		out.Reset()
-		if _, err := tier.KeysAdd(ctx, conn, tenant, tr, &out); err != nil {
+		k, err := tier.AddKey(ctx, conn, tenant, tr)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return strings.SplitN(out.String(), "\n", 2)[0]
+		return k.Secret
 	}
 	free1, free2, pro, revoked := newKey("acme", "free"), newKey("acme", "free"), newKey("bigco", "pro"), newKey("gone", "pro")
-	if err := tier.KeysRevoke(ctx, conn, revoked, &out); err != nil {
+	if _, err := tier.RevokeKey(ctx, conn, tier.HashKey(revoked).ID()); err != nil {
 		t.Fatal(err)
 	}
 	checkTiers(t, f, free1, free2, pro, revoked)

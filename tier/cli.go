@@ -16,33 +16,88 @@ import (
 	"github.com/floodgate/floodgate/header"
 )
 
-// The functions below implement `floodgate keys add|list|revoke` and
-// `floodgate tiers set|list`; they write human-readable output to w.
+// AddedKey is a key AddKey has just made.
+type AddedKey struct {
+	// Secret is the key itself, to hand to its owner. Only its Hash is
+	// stored, so nothing can show it again: keep it out of logs.
+	Secret string
+	Hash   Hash
+	Tenant string
+	Tier   string
+}
 
-// KeysAdd creates an enabled key for tenant on tier, stores its hash and
-// prints the key to w, the only time it is ever shown. It returns the
-// key's hash. Errors: an unknown tier or empty tenant, or the database's.
-func KeysAdd(ctx context.Context, db DB, tenant, tierName string, w io.Writer) (Hash, error) {
+// AddKey creates an enabled key for tenant on tier and stores its hash;
+// it returns the key and prints nothing. Errors: an empty tenant, an
+// unknown tier, or the database's.
+func AddKey(ctx context.Context, db DB, tenant, tierName string) (AddedKey, error) {
 	if tenant == "" {
-		return Hash{}, errors.New("tier: keys add: empty tenant")
+		return AddedKey{}, errors.New("tier: keys add: empty tenant")
 	}
 	key, err := NewKey()
 	if err != nil {
-		return Hash{}, err
+		return AddedKey{}, err
 	}
 	h := HashKey(key)
 	_, err = db.Exec(ctx, "INSERT INTO api_keys (key_hash, tenant_id, tier) VALUES ($1, $2, $3)", h[:], tenant, tierName)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" { // foreign_key_violation
-		return Hash{}, fmt.Errorf("tier: keys add: no tier %q (create it with `floodgate tiers set`)", tierName)
+		return AddedKey{}, fmt.Errorf("tier: keys add: no tier %q (create it with `floodgate tiers set`)", tierName)
 	}
 	if err != nil {
-		return Hash{}, fmt.Errorf("tier: keys add: %w", err)
+		return AddedKey{}, fmt.Errorf("tier: keys add: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "%s\n\nid:     %s\ntenant: %s\ntier:   %s\n\nThis is the only time the key is shown: only its SHA-256 is stored.\n",
-		key, h.ID(), tenant, tierName)
-	return h, err
+	return AddedKey{Secret: key, Hash: h, Tenant: tenant, Tier: tierName}, nil
 }
+
+// RevokeKey disables one key, named by its ID (16 hex digits, as KeysList
+// prints) or its full hash (64 hex digits), and returns its ID. Caches
+// keep answering for it until their entry expires (CacheOptions.TTL).
+// Given the key itself, it refuses, naming the key's ID to use instead
+// (the secret belongs in no command line). Errors: a reference of neither
+// form, no such key, or the database's; none repeats the reference unless
+// it is an ID or a hash.
+func RevokeKey(ctx context.Context, db DB, ref string) (string, error) {
+	const revoke = "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE "
+	var (
+		where string
+		arg   any
+		id    string
+	)
+	switch {
+	case strings.HasPrefix(ref, KeyPrefix):
+		return "", fmt.Errorf("tier: keys revoke: that is a key itself; revoke it by its ID, %s", HashKey(ref).ID())
+	case len(ref) == 64:
+		h, err := ParseHash(ref)
+		if err != nil {
+			return "", fmt.Errorf("tier: keys revoke: %w", err)
+		}
+		where, arg, id = "key_hash = $1", h[:], h.ID()
+	case len(ref) == 16 && isHex(ref):
+		where, arg, id = "key_id = $1", strings.ToLower(ref), strings.ToLower(ref)
+	default:
+		return "", fmt.Errorf("tier: keys revoke: want a key ID (16 hex digits) or a key hash (64), got %d characters", len(ref))
+	}
+	tag, err := db.Exec(ctx, revoke+where, arg)
+	if err != nil {
+		return "", fmt.Errorf("tier: keys revoke: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return "", fmt.Errorf("tier: keys revoke: no key %s", id)
+	}
+	return id, nil
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// The functions below implement `floodgate keys list` and `floodgate
+// tiers set|list`; they write human-readable output to w.
 
 // KeysList prints the keys of tenant, or of every tenant when tenant is
 // "", newest first: id, tenant, tier, state and creation time. Keys are
@@ -79,42 +134,6 @@ func KeysList(ctx context.Context, db DB, tenant string, w io.Writer) error {
 		return fmt.Errorf("tier: keys list: %w", err)
 	}
 	return tw.Flush()
-}
-
-// KeysRevoke disables one key, named by its ID (16 hex digits, as
-// KeysList prints), its full hash (64 hex digits) or the key itself. Caches
-// keep answering for it until their entry expires (CacheOptions.TTL).
-// Errors: no such key, or the database's.
-func KeysRevoke(ctx context.Context, db DB, ref string, w io.Writer) error {
-	const revoke = "UPDATE api_keys SET enabled = false, revoked_at = coalesce(revoked_at, now()) WHERE "
-	var (
-		where string
-		arg   any
-	)
-	switch {
-	case strings.HasPrefix(ref, KeyPrefix):
-		h := HashKey(ref)
-		where, arg = "key_hash = $1", h[:]
-	case len(ref) == 64:
-		h, err := ParseHash(ref)
-		if err != nil {
-			return err
-		}
-		where, arg = "key_hash = $1", h[:]
-	case len(ref) == 16:
-		where, arg = "key_id = lower($1)", ref
-	default:
-		return fmt.Errorf("tier: keys revoke: %q is neither a key ID (16 hex digits), a key hash (64) nor a key (%s…)", ref, KeyPrefix)
-	}
-	tag, err := db.Exec(ctx, revoke+where, arg)
-	if err != nil {
-		return fmt.Errorf("tier: keys revoke: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("tier: keys revoke: no key %q", ref)
-	}
-	_, err = fmt.Fprintf(w, "revoked %s; caches refuse it once their entry expires\n", ref)
-	return err
 }
 
 // TiersSet creates tier name or replaces all of its limits, in one

@@ -135,16 +135,14 @@ func (p *proxy) block(b bool) {
 
 func addKey(t *testing.T, db tier.DB, tenant, tierName string) string {
 	t.Helper()
-	var out bytes.Buffer
-	h, err := tier.KeysAdd(context.Background(), db, tenant, tierName, &out)
+	k, err := tier.AddKey(context.Background(), db, tenant, tierName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _, _ := strings.Cut(out.String(), "\n")
-	if tier.HashKey(key) != h || !strings.Contains(out.String(), "id:     "+h.ID()) {
-		t.Fatalf("keys add printed %q for hash %s", out.String(), h)
+	if tier.HashKey(k.Secret) != k.Hash || !strings.HasPrefix(k.Secret, tier.KeyPrefix) || k.Tenant != tenant || k.Tier != tierName {
+		t.Fatalf("AddKey returned %+v", k)
 	}
-	return key
+	return k.Secret
 }
 
 func TestPostgres(t *testing.T) {
@@ -163,7 +161,7 @@ func TestPostgres(t *testing.T) {
 	}
 	freeKey := addKey(t, pool, "acme", "free")
 	proKey := addKey(t, pool, "globex", "pro")
-	if _, err := tier.KeysAdd(ctx, pool, "acme", "gold", io.Discard); err == nil || !strings.Contains(err.Error(), `no tier "gold"`) {
+	if _, err := tier.AddKey(ctx, pool, "acme", "gold"); err == nil || !strings.Contains(err.Error(), `no tier "gold"`) {
 		t.Fatalf("key on a missing tier: %v", err)
 	}
 	// Only hashes are stored: no row, rendered as text, holds a key.
@@ -238,9 +236,19 @@ func TestPostgres(t *testing.T) {
 		if c := call(h, "Authorization", "Bearer "+key).Code; c != 200 {
 			t.Fatalf("before revoke: %d", c)
 		}
-		out.Reset()
-		if err := tier.KeysRevoke(ctx, pool, tier.HashKey(key).ID(), &out); err != nil {
-			t.Fatal(err)
+		// Given the key itself, RevokeKey refuses, names its ID and never
+		// repeats the key.
+		if _, err := tier.RevokeKey(ctx, pool, key); err == nil || strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), tier.HashKey(key).ID()) {
+			t.Fatalf("revoke by the key itself: %v; want a refusal naming its ID, not the key", err)
+		}
+		if c := call(h, "X-API-Key", key).Code; c != 200 {
+			t.Fatalf("after the refused revoke: %d, want 200", c)
+		}
+		if id, err := tier.RevokeKey(ctx, pool, tier.HashKey(key).ID()); err != nil || id != tier.HashKey(key).ID() {
+			t.Fatalf("revoke by ID: %q %v", id, err)
+		}
+		if id, err := tier.RevokeKey(ctx, pool, tier.HashKey(key).String()); err != nil || id != tier.HashKey(key).ID() {
+			t.Fatalf("revoke by hash (again: no error): %q %v", id, err)
 		}
 		clk.Add(59 * time.Second)
 		if c := call(h, "X-API-Key", key).Code; c != 200 {
@@ -255,7 +263,7 @@ func TestPostgres(t *testing.T) {
 		if s := out.String(); !strings.Contains(s, tier.HashKey(key).ID()) || !strings.Contains(s, "revoked ") || strings.Contains(s, key) {
 			t.Fatalf("keys list:\n%s", s)
 		}
-		if err := tier.KeysRevoke(ctx, pool, "0123456789abcdef", io.Discard); err == nil {
+		if _, err := tier.RevokeKey(ctx, pool, "0123456789abcdef"); err == nil {
 			t.Fatal("revoking a missing key succeeded")
 		}
 	})

@@ -111,7 +111,12 @@ configuration given with -c. The tables are created on first use.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return db.withDB(cmd, func(ctx context.Context, conn *pgx.Conn) error {
-				_, err := tier.KeysAdd(ctx, conn, tenant, tierName, cmd.OutOrStdout())
+				k, err := tier.AddKey(ctx, conn, tenant, tierName)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nid:     %s\ntenant: %s\ntier:   %s\n\nThis is the only time the key is shown: only its SHA-256 is stored.\n",
+					k.Secret, k.Hash.ID(), k.Tenant, k.Tier)
 				return err
 			})
 		},
@@ -135,12 +140,17 @@ configuration given with -c. The tables are created on first use.`,
 	list.Flags().StringVar(&listTenant, "tenant", "", "only this tenant's keys")
 
 	revoke := &cobra.Command{
-		Use:   "revoke KEY-ID|HASH|KEY",
+		Use:   "revoke KEY-ID|HASH",
 		Short: "Disable a key; daemons refuse it once their cache entry expires (tiers.cache.ttl)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return db.withDB(cmd, func(ctx context.Context, conn *pgx.Conn) error {
-				return tier.KeysRevoke(ctx, conn, args[0], cmd.OutOrStdout())
+				id, err := tier.RevokeKey(ctx, conn, args[0])
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "revoked %s; caches refuse it once their entry expires\n", id)
+				return err
 			})
 		},
 	}

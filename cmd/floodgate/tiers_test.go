@@ -92,6 +92,11 @@ func TestKeysAndTiersCommands(t *testing.T) {
 	if code != 0 || out != "TIER  KEYS  POLICIES\nfree  1     name=free-minute,quota=10,window=1m0s,algorithm=sliding-window-counter\n" {
 		t.Errorf("tiers list -c: status %d, stdout %q, stderr %q", code, out, stderr)
 	}
+	// Given the key itself, revoke refuses, names the ID and never echoes the key.
+	out, stderr, code = run(t, nil, "keys", "revoke", "--database", dbURL, key)
+	if code != 1 || out != "" || strings.Contains(stderr, key) || !strings.Contains(stderr, "revoke it by its ID, "+m[1]) {
+		t.Errorf("keys revoke KEY: status %d, stdout %q, stderr %q", code, out, stderr)
+	}
 	out, stderr, code = run(t, nil, "keys", "revoke", "--database", dbURL, m[1])
 	if code != 0 || out != "revoked "+m[1]+"; caches refuse it once their entry expires\n" {
 		t.Errorf("keys revoke: status %d, stdout %q, stderr %q", code, out, stderr)
