@@ -34,10 +34,12 @@ test:
 	case "$$up" in *"started fresh"*) scripts/services-down.sh ;; esac; \
 	exit $$status
 
+# go.mod and go.sum of every module must be tidy (scripts/tidy-check.sh).
 # The memory-per-key requirement is measured without the race detector,
 # which skews heap figures; the bench module's one test checks that the
 # peers are configured to the same limit, and its benchmarks compile.
 test-go:
+	GO=$(GO) scripts/tidy-check.sh
 	. /tmp/floodgate-test/env && $(GO) test -race -count=1 -timeout 8m ./...
 	$(GO) test -count=1 -run '^TestMemoryPerKey$$' ./memorystore
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^TestSameLimit$$' ./...
@@ -92,13 +94,11 @@ regionsim:
 loadtest:
 	scripts/loadtest.sh
 
-# Runs each fuzz target for FUZZTIME (default 20s).
+# Runs every fuzz target (found by `go test -list '^Fuzz' ./...`) for
+# FUZZTIME each (default 20s).
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzAlgorithmsSane -fuzztime $(FUZZTIME) ./algorithm
-	for f in FuzzParsePolicy FuzzParseLimit FuzzParseRetryAfter FuzzParseLegacyReset FuzzDetect; do \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./header || exit 1; done
-	$(GO) test -run '^$$' -fuzz FuzzClientIP -fuzztime $(FUZZTIME) ./clientip
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 services-up:
 	scripts/services-up.sh
