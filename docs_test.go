@@ -47,13 +47,15 @@ func goSnippets(t *testing.T) []snippet {
 }
 
 // normalized returns the non-blank lines of s with runs of white space
-// made one space, so that indentation and gofmt's alignment do not count.
+// made one space, so that indentation and gofmt's alignment do not count,
+// and without a final " {", so that a declaration shown alone matches its
+// source.
 func normalized(s string) []string {
 	var lines []string
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
 		if f := strings.Fields(sc.Text()); len(f) > 0 {
-			lines = append(lines, strings.Join(f, " "))
+			lines = append(lines, strings.TrimSuffix(strings.Join(f, " "), " {"))
 		}
 	}
 	return lines

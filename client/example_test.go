@@ -31,14 +31,18 @@ func ExampleNew() {
 	}))
 	defer srv.Close()
 
+	auditLogger := slog.New(slog.DiscardHandler)
+	url := srv.URL + "/items"
+
 	c := client.New(
-		client.WithRate(5, 1),     // never more than 5 requests/s, whatever the server says
-		client.WithConcurrency(2), // at most 2 in flight
-		client.WithMaxWait(time.Minute),
+		client.WithRate(20, 5),             // at most 20 requests/s, bursts of 5, whatever the server says
+		client.WithConcurrency(4),          // at most 4 in flight
+		client.WithMaxWait(30*time.Second), // no single sleep longer than this
+		client.WithMaxAttempts(3),          // first attempt + 2 retries
 		client.WithAttemptHeader("Floodgate-Attempt"),
-		client.WithLogger(slog.New(slog.DiscardHandler)),
+		client.WithLogger(auditLogger), // one record per observation
 	)
-	resp, err := c.Get(srv.URL)
+	resp, err := c.Get(url) // e.g. "https://api.example.com/items"
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -23,7 +23,7 @@
 //	red := ops.NewReductions(ops.ReductionsConfig{})
 //	mw, _ := httplimit.New(httplimit.Config{
 //		Store: store, Rules: rules,
-//		Observer: ops.Observers{det, top, stats}, Blocker: det, Capacity: red,
+//		Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red,
 //	})
 //	admin := ops.NewAdmin(ops.AdminConfig{Detector: det, Offenders: top, Stats: stats, Reductions: red})
 package ops
