@@ -108,7 +108,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	hits := int64(max(req.GetHitsAddend(), 1))
-	tree, known := s.rules().domains[req.Domain]
+	var tree *level
+	known := false
+	if r := s.rules(); r != nil {
+		tree, known = r.domains[req.Domain]
+	}
 	if !known {
 		s.miss("unknown_domain", "", req.Domain, req.Descriptors[0])
 	}
