@@ -322,3 +322,15 @@ func TestRuleOrderAccepted(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyExample: examples/envoy/floodgate.yaml is valid, and reads its
+// envoy_rls directory relative to itself.
+func TestEnvoyExample(t *testing.T) {
+	cfg, err := Load("../examples/envoy/floodgate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := cfg.EnvoyRLS; e == nil || len(e.Limits.Domains) != 1 || e.Limits.Domains[0].Domain != "edge" || e.Headers != "draft11" {
+		t.Errorf("envoy_rls %+v", cfg.EnvoyRLS)
+	}
+}

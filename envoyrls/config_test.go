@@ -114,3 +114,19 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestExample: examples/envoy's files load and compile as the daemon
+// does (with a local store for fail-to-local).
+func TestExample(t *testing.T) {
+	cfg, err := Load("../examples/envoy/ratelimit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Store: memorystore.New(), Local: memorystore.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compile(eng, cfg, floodgate.FailClosed); err != nil {
+		t.Fatal(err)
+	}
+}
