@@ -72,19 +72,8 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 	var ends [4]int // where each value ends in b
 	n := 0
 	if f.Style != Legacy {
-		var lbuf [8]header.Limit
-		limits := lbuf[:0]
-		for i := range o.Items {
-			it := &o.Items[i]
-			l := header.Limit{Name: it.Name, Remaining: it.Remaining}
-			if it.Window > 0 {
-				l.Remaining, l.Window = Spendable(it)
-				l.HasWindow = true
-			}
-			limits = append(limits, l)
-		}
-		var err error
-		if b, err = header.AppendLimit(b, limits); err != nil {
+		var ok bool
+		if b, ok = appendRateLimit(b, o); !ok {
 			return // names were validated when the rule was compiled
 		}
 		ends[n], n = len(b), n+1
@@ -130,6 +119,25 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 	// An outer layer's warning would speak of a limit whose other fields
 	// were just replaced.
 	delete(h, header.FieldXWarning)
+}
+
+// appendRateLimit appends the RateLimit value of o's items: each with its
+// spendable r and t (caps, which have no window, with r alone). It
+// reports false for a name the field cannot carry.
+func appendRateLimit(b []byte, o *Outcome) ([]byte, bool) {
+	var lbuf [8]header.Limit
+	limits := lbuf[:0]
+	for i := range o.Items {
+		it := &o.Items[i]
+		l := header.Limit{Name: it.Name, Remaining: it.Remaining}
+		if it.Window > 0 {
+			l.Remaining, l.Window = Spendable(it)
+			l.HasWindow = true
+		}
+		limits = append(limits, l)
+	}
+	b, err := header.AppendLimit(b, limits)
+	return b, err == nil
 }
 
 // EffectiveWindow is t of draft-11 §3.2 for one rate item, in whole
