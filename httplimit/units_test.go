@@ -19,8 +19,12 @@ import (
 // store and on Redis.
 func TestDeniedSpendsNothingAcrossUnits(t *testing.T) {
 	for name, store := range map[string]func(*testing.T) floodgate.Store{
-		"memory": func(t *testing.T) floodgate.Store { st := memorystore.New(); t.Cleanup(func() { st.Close() }); return st },
-		"redis":  func(t *testing.T) floodgate.Store { return redisStore(t) },
+		"memory": func(t *testing.T) floodgate.Store {
+			st := memorystore.New()
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+		"redis": func(t *testing.T) floodgate.Store { return redisStore(t) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			bytes := policy("bytes", floodgate.FixedWindow, 10, time.Hour)
@@ -66,13 +70,26 @@ func TestDeniedSpendsNothingAcrossUnits(t *testing.T) {
 			if got := limits(resp); resp.StatusCode != 429 || got["req"] != 2 || got["bytes"] != 2 {
 				t.Fatalf("second 8-byte request: %d %v, want 429 with req 2 left (unspent) and bytes 2", resp.StatusCode, got)
 			}
-			go send("/hold", "")
+			holding := make(chan int)
+			go func() {
+				req, _ := http.NewRequest("POST", srv.URL+"/hold", nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					holding <- 0
+					return
+				}
+				resp.Body.Close()
+				holding <- resp.StatusCode
+			}()
 			<-held
 			resp = send("/", "1")
 			if got := limits(resp); resp.StatusCode != 429 || got["inflight"] != 0 {
 				t.Fatalf("request over the in-flight cap: %d %v", resp.StatusCode, got)
 			}
 			close(hold)
+			if code := <-holding; code != 200 {
+				t.Fatalf("held request: %d", code)
+			}
 			resp = send("/", "1")
 			if got := limits(resp); resp.StatusCode != 200 || got["req"] != 0 || got["bytes"] != 1 {
 				t.Fatalf("after the hold: %d %v, want 200 with req 0 and bytes 1 left: refusals spent nothing", resp.StatusCode, got)
