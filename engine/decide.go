@@ -96,8 +96,8 @@ type Item struct {
 	ResetAfter time.Duration
 	// RetryAfter is, for a refusing limit, when the request would fit.
 	RetryAfter time.Duration
-	// Policy is the rate policy reported (zero for a cap).
-	Policy floodgate.Policy
+	// Algorithm is the rate policy's (0 for a cap).
+	Algorithm floodgate.Algorithm
 }
 
 // Outcome is the engine's answer for one request.
@@ -309,7 +309,7 @@ func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, c
 
 func rateItem(r *floodgate.Result) Item {
 	return Item{Name: r.Policy.Name, Quota: r.Policy.Quota, Window: r.Policy.Window, Unit: r.Policy.Unit.String(),
-		Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Policy: r.Policy}
+		Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Algorithm: r.Policy.Algorithm}
 }
 
 // slotRetry is what a refused slot tells the client to wait: a slot frees

@@ -178,7 +178,7 @@ func Spendable(it *Item) (remaining, t int64) {
 	// The seconds a units last at q/w, and the seconds one unit takes.
 	unit := int64(((w+q-1)/q + sec - 1) / sec)
 	t = max(int64(mulDiv(a, w, q)/sec), unit)
-	if end := header.Seconds(it.ResetAfter); it.Policy.Algorithm == floodgate.FixedWindow && end < t && end >= 10*unit {
+	if end := header.Seconds(it.ResetAfter); it.Algorithm == floodgate.FixedWindow && end < t && end >= 10*unit {
 		// The window's end, where the count restarts, unless it is so near
 		// that whole units at q/w would cut the pace by more than a tenth.
 		t = end

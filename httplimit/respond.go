@@ -66,7 +66,8 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 	refusing(w.Header(), secs)
 	m.logDenied(r.Context(), ru, key, o, secs, "rate limit exceeded")
 	if m.onReject != nil {
-		m.onReject(w, r, o)
+		oc := *o // a copy: the caller's outcome stays on its stack
+		m.onReject(w, r, &oc)
 		return
 	}
 	header.QuotaExceeded(Detail(o), secs, o.Violated()...).Write(w)
