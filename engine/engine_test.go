@@ -150,19 +150,19 @@ func TestRefusalReleasesSlots(t *testing.T) {
 	if first.Verdict != engine.Allowed {
 		t.Fatalf("first: %v", first.Verdict)
 	}
-	if o := rule.Decide(ctx, one); o.Verdict != engine.Denied || o.Items[o.Summary].Name != "inflight" {
-		t.Fatalf("second while the first holds its slot: %v by %+v", o.Verdict, o.Items)
+	if o := rule.Decide(ctx, one); o.Verdict != engine.Denied || o.Item(o.Summary).Name != "inflight" {
+		t.Fatalf("second while the first holds its slot: %v by %+v", o.Verdict, o.Item(o.Summary))
 	}
 	first.Release()
 	o := rule.Decide(ctx, one)
-	if o.Verdict != engine.Denied || o.Items[o.Summary].Name != "rate" {
-		t.Fatalf("third: %v by %+v, want the rate's refusal", o.Verdict, o.Items)
+	if o.Verdict != engine.Denied || o.Item(o.Summary).Name != "rate" {
+		t.Fatalf("third: %v by %+v, want the rate's refusal", o.Verdict, o.Item(o.Summary))
 	}
-	if o := rule.Decide(ctx, one); o.Items[0].Name != "inflight" || !o.Items[0].Allowed {
-		t.Fatalf("the rate's refusal kept its slot: %+v", o.Items)
+	if o := rule.Decide(ctx, one); o.Item(0).Name != "inflight" || !o.Item(0).Allowed {
+		t.Fatalf("the rate's refusal kept its slot: %+v", o.Item(0))
 	}
-	if p := rule.Peek(ctx, "k"); p.Items[0].Remaining != 0 {
-		t.Fatalf("rate remaining %d after one admission, want 0", p.Items[0].Remaining)
+	if p := rule.Peek(ctx, "k"); p.Item(0).Remaining != 0 {
+		t.Fatalf("rate remaining %d after one admission, want 0", p.Item(0).Remaining)
 	}
 }
 

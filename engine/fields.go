@@ -79,7 +79,8 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 		ends[n], n = len(b), n+1
 	}
 	// The legacy fields and the warning speak of one limit: the summary.
-	it := &o.Items[o.Summary]
+	sum := o.Item(o.Summary)
+	it := &sum
 	if f.Style != Draft11 {
 		now := time.Now()
 		if f.Now != nil {
@@ -127,11 +128,11 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 func appendRateLimit(b []byte, o *Outcome) ([]byte, bool) {
 	var lbuf [8]header.Limit
 	limits := lbuf[:0]
-	for i := range o.Items {
-		it := &o.Items[i]
+	for i := range o.Len() {
+		it := o.Item(i)
 		l := header.Limit{Name: it.Name, Remaining: it.Remaining}
 		if it.Window > 0 {
-			l.Remaining, l.Window = Spendable(it)
+			l.Remaining, l.Window = Spendable(&it)
 			l.HasWindow = true
 		}
 		limits = append(limits, l)
@@ -201,8 +202,8 @@ func mulDiv(a, b, c uint64) uint64 {
 // limit's t (REQUIREMENTS H2, draft-11 §6).
 func RetryAfterSeconds(o *Outcome) int64 {
 	s := header.Seconds(o.RetryAfter)
-	for i := range o.Items {
-		if it := &o.Items[i]; !it.Allowed {
+	for i := range o.Len() {
+		if it := o.Item(i); !it.Allowed {
 			s = max(s, header.Seconds(it.RetryAfter))
 		}
 	}

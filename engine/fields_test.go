@@ -18,14 +18,14 @@ func BenchmarkHeadersSet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o := &engine.Outcome{Field: field, Items: []engine.Item{{Name: "api", Quota: p.Quota, Window: p.Window, Unit: "requests",
-		Allowed: true, Remaining: 999_998, ResetAfter: 60 * time.Microsecond, Algorithm: p.Algorithm}}}
+	o := engine.NewOutcome(engine.Allowed, field, engine.Item{Name: "api", Quota: p.Quota, Window: p.Window, Unit: "requests",
+		Allowed: true, Remaining: 999_998, ResetAfter: 60 * time.Microsecond, Algorithm: p.Algorithm})
 	f := &engine.Fields{Style: engine.Both}
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {
 		clear(h)
-		f.Set(h, o)
+		f.Set(h, &o)
 	}
 	if len(h) != 5 {
 		b.Fatalf("%d fields set, want 5: %v", len(h), h)
@@ -44,13 +44,13 @@ func TestFieldsOfOutcomes(t *testing.T) {
 		o    engine.Outcome
 		want map[string]string
 	}{
-		"admitted": {engine.Outcome{Items: []engine.Item{slot, rate}, Summary: 1, Field: field}, map[string]string{
+		"admitted": {engine.NewOutcome(engine.Allowed, field, slot, rate), map[string]string{
 			"Ratelimit": `"inflight";r=3, "api";r=30;t=30`, "Ratelimit-Policy": `"api";q=60;w=60, "inflight";q=4;qu="concurrent-requests"`,
 			"X-Ratelimit-Limit": "60", "X-Ratelimit-Remaining": "30", "X-Ratelimit-Reset": "1800000010"}},
-		"refused by the cap": {engine.Outcome{Verdict: engine.Denied, Items: []engine.Item{{Name: "inflight", Quota: 4, Unit: "concurrent-requests",
-			RetryAfter: time.Second, ResetAfter: time.Second}}, Field: field}, map[string]string{
+		"refused by the cap": {engine.NewOutcome(engine.Denied, field, engine.Item{Name: "inflight", Quota: 4, Unit: "concurrent-requests",
+			RetryAfter: time.Second, ResetAfter: time.Second}), map[string]string{
 			"Ratelimit": `"inflight";r=0`, "X-Ratelimit-Limit": "4", "X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": "1800000001"}},
-		"shadow": {engine.Outcome{Shadow: true, Items: []engine.Item{rate}, Field: field}, map[string]string{}},
+		"shadow": {shadow(engine.NewOutcome(engine.Allowed, field, rate)), map[string]string{}},
 	} {
 		h := http.Header{}
 		f.Set(h, &c.o)
@@ -63,4 +63,9 @@ func TestFieldsOfOutcomes(t *testing.T) {
 			t.Errorf("%s: fields %v, want none", name, h)
 		}
 	}
+}
+
+func shadow(o engine.Outcome) engine.Outcome {
+	o.Shadow = true
+	return o
 }
