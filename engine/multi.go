@@ -78,18 +78,18 @@ func peekAll(ctx context.Context, steps []Step, outs []Outcome) bool {
 	return false
 }
 
-// fits reports whether req's cost fits every item of a peek, marking the
-// items it does not fit as refusing (retry: when the peek's limit resets).
+// fits reports whether req's cost fits every rate of a peek, marking the
+// rates it does not fit as refusing (retry: when the peek's limit resets).
 func fits(out *Outcome, req Request) bool {
 	ok := true
-	for i := range out.Items {
-		it := &out.Items[i]
-		if it.Remaining >= req.Cost.Of(it.Policy.Unit) && it.Allowed {
+	for i := range out.rates {
+		r := &out.rates[i]
+		if r.Remaining >= req.Cost.Of(r.Policy.Unit) && r.Allowed {
 			continue
 		}
-		it.Allowed = false
-		if it.RetryAfter == 0 {
-			it.RetryAfter = it.ResetAfter
+		r.Allowed = false
+		if r.RetryAfter == 0 {
+			r.RetryAfter = r.ResetAfter
 		}
 		ok = false
 	}
@@ -97,9 +97,9 @@ func fits(out *Outcome, req Request) bool {
 }
 
 // Merge combines the Outcomes of one multi-key decision into one, for
-// the response fields: every non-shadow Outcome's Items and Field, the
+// the response fields: every non-shadow Outcome's limits and Field, the
 // first Verdict that is not Allowed, the longest RetryAfter and a Summary
-// over all Items. It carries no slots: Release the Outcomes themselves.
+// over all the limits. It carries no slots: Release the Outcomes themselves.
 func Merge(outs []Outcome) Outcome {
 	m := Outcome{Summary: -1}
 	var fields []string
@@ -110,10 +110,11 @@ func Merge(outs []Outcome) Outcome {
 		}
 		m.Degraded = m.Degraded || o.Degraded
 		m.RetryAfter = max(m.RetryAfter, o.RetryAfter)
-		if o.Shadow || len(o.Items) == 0 {
+		if o.Shadow || o.Len() == 0 {
 			continue
 		}
-		m.Items = append(m.Items, o.Items...)
+		m.caps = append(m.caps, o.caps...)
+		m.rates = append(m.rates, o.rates...)
 		if o.Field != "" {
 			fields = append(fields, o.Field)
 		}

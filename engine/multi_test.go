@@ -36,24 +36,24 @@ func TestDecideAllSpendsNothingWhenOneRefuses(t *testing.T) {
 		{Rule: small, Request: engine.Request{Key: "k", Cost: floodgate.Cost{Requests: 1}}},
 		{Rule: shadow, Request: engine.Request{Key: "k", Cost: floodgate.Cost{Requests: 1}}}}
 	outs := make([]engine.Outcome, 3)
-	if !engine.DecideAll(ctx, steps, outs) || outs[0].Items[0].Remaining != 4 || outs[1].Items[0].Remaining != 0 {
+	if !engine.DecideAll(ctx, steps, outs) || outs[0].Item(0).Remaining != 4 || outs[1].Item(0).Remaining != 0 {
 		t.Fatalf("first: %+v", outs)
 	}
 	seen = nil
 	if engine.DecideAll(ctx, steps, outs) {
 		t.Fatal("second admitted over small's quota")
 	}
-	if outs[1].Verdict != engine.Denied || outs[0].Verdict != engine.Allowed || outs[0].Items[0].Remaining != 4 {
+	if outs[1].Verdict != engine.Denied || outs[0].Verdict != engine.Allowed || outs[0].Item(0).Remaining != 4 {
 		t.Errorf("second: %+v", outs)
 	}
 	if len(seen) != 1 || seen[0].Rule != "small" || seen[0].Verdict != engine.Denied || seen[0].RetryAfter != 50*time.Minute {
 		t.Errorf("events %+v, want small's denial", seen)
 	}
-	if p := big.Peek(ctx, "k"); p.Items[0].Remaining != 4 {
-		t.Errorf("big spent by a refused request: %d left", p.Items[0].Remaining)
+	if p := big.Peek(ctx, "k"); p.Item(0).Remaining != 4 {
+		t.Errorf("big spent by a refused request: %d left", p.Item(0).Remaining)
 	}
 	// A lone step is decided as Decide does.
-	if !engine.DecideAll(ctx, steps[:1], outs) || outs[0].Items[0].Remaining != 3 {
+	if !engine.DecideAll(ctx, steps[:1], outs) || outs[0].Item(0).Remaining != 3 {
 		t.Errorf("lone step: %+v", outs[0])
 	}
 	// Shadow steps never refuse: with small the only other enforcing step
@@ -72,11 +72,11 @@ func TestDecideAllCostAboveRemaining(t *testing.T) {
 	steps := []engine.Step{{Rule: a, Request: engine.Request{Key: "k", Cost: cost}}, {Rule: b, Request: engine.Request{Key: "k", Cost: cost}}}
 	outs := make([]engine.Outcome, 2)
 	engine.DecideAll(ctx, steps, outs)
-	if engine.DecideAll(ctx, steps, outs) || outs[1].Items[0].Allowed || outs[1].Items[0].Remaining != 1 {
+	if engine.DecideAll(ctx, steps, outs) || outs[1].Item(0).Allowed || outs[1].Item(0).Remaining != 1 {
 		t.Fatalf("2 of b's 1 left admitted: %+v", outs[1])
 	}
 	m := engine.Merge(outs)
-	if m.Verdict != engine.Denied || len(m.Items) != 2 || m.Summary != 1 || m.Field != `"a";q=10;w=3600, "b";q=3;w=3600` || m.RetryAfter != 50*time.Minute {
+	if m.Verdict != engine.Denied || m.Len() != 2 || m.Summary != 1 || m.Field != `"a";q=10;w=3600, "b";q=3;w=3600` || m.RetryAfter != 50*time.Minute {
 		t.Errorf("merge: %+v", m)
 	}
 }

@@ -225,8 +225,8 @@ func (s *Service) status(st step, outs []engine.Outcome, refuseAll bool) (*rlsv3
 	default:
 		ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	if len(o.Items) > 0 {
-		it := &o.Items[0]
+	if o.Len() > 0 {
+		it := o.Item(0)
 		if ds.Code == rlsv3.RateLimitResponse_OK {
 			ds.LimitRemaining = uint32(min(it.Remaining, math.MaxUint32))
 		}
