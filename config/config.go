@@ -48,6 +48,9 @@ type Config struct {
 	// Admin serves /metrics, /healthz and /readyz; on by default at
 	// DefaultAdminListen.
 	Admin Admin `yaml:"admin"`
+	// EnvoyRLS is Envoy's rate limit service (gRPC); nil means off
+	// (envoy.go).
+	EnvoyRLS *EnvoyRLS `yaml:"envoy_rls"`
 
 	Store Store `yaml:"store"`
 	// Policies are the named quotas rules refer to.

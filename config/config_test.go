@@ -119,14 +119,14 @@ const gw = "gateway: {listen: ':0', upstream: demo}\n"
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"syntax", "api:\n  listen: [\n", "f.yaml:2: did not find expected node content"},
-		{"no face", "admin: {listen: ':1'}\n", "f.yaml: no face is switched on: configure at least one of gateway, api and forward_auth"},
+		{"no face", "admin: {listen: ':1'}\n", "f.yaml: no face is switched on: configure at least one of gateway, api, forward_auth and envoy_rls"},
 		{"unset env", minimal + "admin: {token: '${FG_SURELY_UNSET}'}\n", "f.yaml:2: admin.token: environment variable FG_SURELY_UNSET is not set (write ${FG_SURELY_UNSET:-default} for a fallback)"},
 		{"env in flow mapping", minimal + "admin: {listen: ':2', token: ${FG_SURELY_UNSET}}\n", "f.yaml:2: ${FG_SURELY_UNSET} inside { } or [ ] must be quoted, e.g. '${FG_SURELY_UNSET}': YAML reads its braces as the collection's"},
 		{"env in flow list", minimal + "# it's {here}\nbypass:\n  tokens: [\"a\", 'b',\n    x-${FG_T:-d}, ${FG_U}]\n", "f.yaml:5: ${FG_T:-d} inside { } or [ ] must be quoted, e.g. '${FG_T:-d}': YAML reads its braces as the collection's"},
 		{"env after another error", minimal + "rules:\n  - match: \"POST /login\"\n    policies: [login\nadmin:\n  token: ${FG_T:-}\n", "f.yaml:4: did not find expected ',' or ']'"},
 		{"burst zero, window algorithm", minimal + "policies: {a: {algorithm: fixed-window, quota: 10, window: 1s, burst: 0}}\n", "f.yaml:2: policies.a.burst: applies to token-bucket and gcra only, not fixed-window (use a second, shorter policy for a burst limit)"},
 		{"policies misspelt", minimal + "polices: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n",
-			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, ops, database, tiers)\n" +
+			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, envoy_rls, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, ops, database, tiers)\n" +
 				"f.yaml:4: rules[0].policies[0]: unknown policy \"a\" (no policies are defined: is the policies: section missing or misspelt?)"},
 		{"redis url without scheme", "api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'localhost:6379'}}\n", "f.yaml:2: store.redis.url: redis: invalid URL scheme: localhost (want redis://[user:password@]host:port[/db], or rediss:// for TLS)"},
 		{"bad indentation", minimal + "admin:\n  listen: ':2'\n token: x\n", "f.yaml:4: did not find expected key"},
@@ -320,5 +320,17 @@ func TestRuleOrderAccepted(t *testing.T) {
 		if _, err := Parse("f.yaml", []byte(yaml)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestEnvoyExample: examples/envoy/floodgate.yaml is valid, and reads its
+// envoy_rls directory relative to itself.
+func TestEnvoyExample(t *testing.T) {
+	cfg, err := Load("../examples/envoy/floodgate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := cfg.EnvoyRLS; e == nil || len(e.Limits.Domains) != 1 || e.Limits.Domains[0].Domain != "edge" || e.Headers != "draft11" {
+		t.Errorf("envoy_rls %+v", cfg.EnvoyRLS)
 	}
 }

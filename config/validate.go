@@ -65,6 +65,7 @@ func (v *validator) validate() {
 	v.rules()
 	v.unreachable()
 	v.ops()
+	v.envoyRLS() // after faces: its listener must not be theirs
 	for i, s := range c.Skip {
 		if err := httplimit.ValidPattern(s); err != nil {
 			v.fail(fmt.Sprintf("skip[%d]", i), "%v", err)
@@ -154,8 +155,8 @@ func (v *validator) validate() {
 
 func (v *validator) faces() {
 	c := v.cfg
-	if c.Gateway == nil && c.API == nil && c.ForwardAuth == nil {
-		v.errorf(0, "", "no face is switched on: configure at least one of gateway, api and forward_auth")
+	if c.Gateway == nil && c.API == nil && c.ForwardAuth == nil && c.EnvoyRLS == nil {
+		v.errorf(0, "", "no face is switched on: configure at least one of gateway, api, forward_auth and envoy_rls")
 	}
 	type listener struct{ face, field, addr string }
 	var ls []listener

@@ -96,8 +96,8 @@ type Item struct {
 	ResetAfter time.Duration
 	// RetryAfter is, for a refusing limit, when the request would fit.
 	RetryAfter time.Duration
-	// Policy is the rate policy reported (zero for a cap).
-	Policy floodgate.Policy
+	// Algorithm is the rate policy's (0 for a cap).
+	Algorithm floodgate.Algorithm
 }
 
 // Outcome is the engine's answer for one request.
@@ -110,12 +110,9 @@ type Outcome struct {
 	// Degraded: the store failed and a failure mode answered (FailOpen or
 	// FailToLocal); Items then say what that mode knows, not the store.
 	Degraded bool
-	// Items holds every limit asked, the rule's then the plan's, caps
-	// before rates; a limit not reached (after a refusal) is left out.
-	Items []Item
-	// Summary indexes the Item the scalar fields of a response speak of:
-	// the refusing one with the longest RetryAfter, or else the one
-	// closest to its limit; -1 when there are no Items.
+	// Summary indexes the Item (see Len and Item) the scalar fields of a
+	// response speak of: the refusing one with the longest RetryAfter, or
+	// else the one closest to its limit; -1 when there are none.
 	Summary int
 	// RetryAfter is, when refused, the longest wait over the refusing
 	// limits (or the Blocker's, or the throttle queue's).
@@ -127,8 +124,35 @@ type Outcome struct {
 	// Err says why a request is Unavailable or Invalid.
 	Err error
 
+	// The limits asked, caps then rates: the rates are the store's own
+	// results, so an outcome costs no allocation of its own.
+	caps  []Item
+	rates []floodgate.Result
+
 	release func()
 	spent   [2]spent // the sets decided (the rule's, a plan's), for Charge
+}
+
+// Len is the number of limits the request met: every cap, then every
+// rate policy, the rule's before the plan's; a limit not reached (after a
+// refusal) is left out.
+func (o *Outcome) Len() int { return len(o.caps) + len(o.rates) }
+
+// Item returns limit i of o, 0 ≤ i < Len().
+func (o *Outcome) Item(i int) Item {
+	if i < len(o.caps) {
+		return o.caps[i]
+	}
+	return rateItem(&o.rates[i-len(o.caps)])
+}
+
+// NewOutcome builds an Outcome from items, for doors' tests and for
+// callers that answer without the engine; Summary is set as Decide sets
+// it.
+func NewOutcome(v Verdict, field string, items ...Item) Outcome {
+	o := Outcome{Verdict: v, Field: field, caps: items}
+	o.summarize()
+	return o
 }
 
 // spent is one set an Outcome decided, under its key.
@@ -168,9 +192,9 @@ func (o *Outcome) Release() {
 // Violated returns the names of the refusing limits.
 func (o *Outcome) Violated() []string {
 	var names []string
-	for i := range o.Items {
-		if !o.Items[i].Allowed {
-			names = append(names, o.Items[i].Name)
+	for i := range o.Len() {
+		if it := o.Item(i); !it.Allowed {
+			names = append(names, it.Name)
 		}
 	}
 	return names
@@ -250,8 +274,10 @@ func (c *Compiled) report(out *Outcome, key string, latency time.Duration, shado
 		Waits: out.Waits, Latency: latency}
 	if out.Verdict != Allowed || shadowDenied {
 		ev.RetryAfter = out.RetryAfter
-		if out.Summary >= 0 && !out.Items[out.Summary].Allowed {
-			ev.Policy = out.Items[out.Summary].Name
+		if out.Summary >= 0 {
+			if it := out.Item(out.Summary); !it.Allowed {
+				ev.Policy = it.Name
+			}
 		}
 	}
 	c.e.observer.Observe(ev)
@@ -295,8 +321,10 @@ func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, c
 		return took
 	}
 	out.Degraded = out.Degraded || d.Degraded
-	for i := range d.Results {
-		out.Items = append(out.Items, rateItem(&d.Results[i]))
+	if out.rates == nil {
+		out.rates = d.Results // the common case: no copy
+	} else {
+		out.rates = append(out.rates, d.Results...)
 	}
 	if !d.Allowed {
 		out.Verdict = Denied
@@ -309,7 +337,7 @@ func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, c
 
 func rateItem(r *floodgate.Result) Item {
 	return Item{Name: r.Policy.Name, Quota: r.Policy.Quota, Window: r.Policy.Window, Unit: r.Policy.Unit.String(),
-		Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Policy: r.Policy}
+		Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Algorithm: r.Policy.Algorithm}
 }
 
 // slotRetry is what a refused slot tells the client to wait: a slot frees
@@ -339,11 +367,11 @@ func (c *Compiled) acquire(ctx context.Context, out *Outcome, s *set, key string
 		it := Item{Name: k.Name, Quota: k.Max, Unit: header.UnitConcurrentRequests, Allowed: ok, Remaining: free}
 		if !ok {
 			it.ResetAfter, it.RetryAfter = slotRetry, slotRetry
-			out.Items = append(out.Items, it)
+			out.caps = append(out.caps, it)
 			out.Verdict = Denied
 			return false
 		}
-		out.Items = append(out.Items, it)
+		out.caps = append(out.caps, it)
 		out.release = chain(out.release, rel)
 	}
 	return true
@@ -390,24 +418,41 @@ func fitsFull(ctx context.Context, full *set, key string, cost floodgate.Cost) b
 	return true
 }
 
-// summarize sets Summary and RetryAfter from Items: the refusing item
+// summarize sets Summary and RetryAfter from the limits: the refusing one
 // with the longest RetryAfter, or, when all admit, the one closest to its
 // limit (least remaining share of its quota, compared as cross products).
 func (o *Outcome) summarize() {
 	best, refused := -1, false
-	for i := range o.Items {
-		it := &o.Items[i]
+	var b standing
+	for i := range o.Len() {
+		s := o.standing(i)
 		switch {
-		case !it.Allowed && (!refused || it.RetryAfter > o.Items[best].RetryAfter):
-			best, refused = i, true
-		case !refused && (best < 0 || it.Remaining*o.Items[best].Quota < o.Items[best].Remaining*it.Quota):
-			best = i
+		case !s.allowed && (!refused || s.retry > b.retry):
+			best, refused, b = i, true, s
+		case !refused && (best < 0 || s.remaining*b.quota < b.remaining*s.quota):
+			best, b = i, s
 		}
 	}
 	o.Summary = best
 	if refused {
-		o.RetryAfter = max(o.RetryAfter, o.Items[best].RetryAfter)
+		o.RetryAfter = max(o.RetryAfter, b.retry)
 	}
+}
+
+// standing is what summarize compares of a limit.
+type standing struct {
+	allowed          bool
+	remaining, quota int64
+	retry            time.Duration
+}
+
+func (o *Outcome) standing(i int) standing {
+	if i < len(o.caps) {
+		c := &o.caps[i]
+		return standing{c.Allowed, c.Remaining, c.Quota, c.RetryAfter}
+	}
+	r := &o.rates[i-len(o.caps)]
+	return standing{r.Allowed, r.Remaining, r.Policy.Quota, r.RetryAfter}
 }
 
 func chain(a, b func()) func() {
@@ -436,11 +481,9 @@ func (c *Compiled) Peek(ctx context.Context, key string) Outcome {
 		return out
 	}
 	out.Degraded = d.Degraded
-	for i := range d.Results {
-		out.Items = append(out.Items, rateItem(&d.Results[i]))
-	}
+	out.rates = d.Results
 	out.summarize()
-	if out.Summary >= 0 && !out.Items[out.Summary].Allowed {
+	if out.Summary >= 0 && !out.Item(out.Summary).Allowed {
 		out.Verdict = Denied // a cost of 1 would not pass now
 	}
 	return out

@@ -72,25 +72,15 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 	var ends [4]int // where each value ends in b
 	n := 0
 	if f.Style != Legacy {
-		var lbuf [8]header.Limit
-		limits := lbuf[:0]
-		for i := range o.Items {
-			it := &o.Items[i]
-			l := header.Limit{Name: it.Name, Remaining: it.Remaining}
-			if it.Window > 0 {
-				l.Remaining, l.Window = Spendable(it)
-				l.HasWindow = true
-			}
-			limits = append(limits, l)
-		}
-		var err error
-		if b, err = header.AppendLimit(b, limits); err != nil {
+		var ok bool
+		if b, ok = appendRateLimit(b, o); !ok {
 			return // names were validated when the rule was compiled
 		}
 		ends[n], n = len(b), n+1
 	}
 	// The legacy fields and the warning speak of one limit: the summary.
-	it := &o.Items[o.Summary]
+	sum := o.Item(o.Summary)
+	it := &sum
 	if f.Style != Draft11 {
 		now := time.Now()
 		if f.Now != nil {
@@ -132,6 +122,25 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 	delete(h, header.FieldXWarning)
 }
 
+// appendRateLimit appends the RateLimit value of o's items: each with its
+// spendable r and t (caps, which have no window, with r alone). It
+// reports false for a name the field cannot carry.
+func appendRateLimit(b []byte, o *Outcome) ([]byte, bool) {
+	var lbuf [8]header.Limit
+	limits := lbuf[:0]
+	for i := range o.Len() {
+		it := o.Item(i)
+		l := header.Limit{Name: it.Name, Remaining: it.Remaining}
+		if it.Window > 0 {
+			l.Remaining, l.Window = Spendable(&it)
+			l.HasWindow = true
+		}
+		limits = append(limits, l)
+	}
+	b, err := header.AppendLimit(b, limits)
+	return b, err == nil
+}
+
 // EffectiveWindow is t of draft-11 §3.2 for one rate item, in whole
 // seconds; Spendable gives it with the r it goes with.
 func EffectiveWindow(it *Item) int64 {
@@ -170,7 +179,7 @@ func Spendable(it *Item) (remaining, t int64) {
 	// The seconds a units last at q/w, and the seconds one unit takes.
 	unit := int64(((w+q-1)/q + sec - 1) / sec)
 	t = max(int64(mulDiv(a, w, q)/sec), unit)
-	if end := header.Seconds(it.ResetAfter); it.Policy.Algorithm == floodgate.FixedWindow && end < t && end >= 10*unit {
+	if end := header.Seconds(it.ResetAfter); it.Algorithm == floodgate.FixedWindow && end < t && end >= 10*unit {
 		// The window's end, where the count restarts, unless it is so near
 		// that whole units at q/w would cut the pace by more than a tenth.
 		t = end
@@ -193,8 +202,8 @@ func mulDiv(a, b, c uint64) uint64 {
 // limit's t (REQUIREMENTS H2, draft-11 §6).
 func RetryAfterSeconds(o *Outcome) int64 {
 	s := header.Seconds(o.RetryAfter)
-	for i := range o.Items {
-		if it := &o.Items[i]; !it.Allowed {
+	for i := range o.Len() {
+		if it := o.Item(i); !it.Allowed {
 			s = max(s, header.Seconds(it.RetryAfter))
 		}
 	}

@@ -326,7 +326,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	m.fields.Set(w.Header(), &out)
 	if ru.bytes && r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = &meteredBody{ReadCloser: r.Body, ctx: r.Context(), out: &out, left: ru.maxBody}
+		// A copy: the outcome itself stays on the stack in the common case.
+		r.Body = &meteredBody{ReadCloser: r.Body, ctx: r.Context(), out: out, left: ru.maxBody}
 	}
 	next.ServeHTTP(w, r)
 }
@@ -393,7 +394,7 @@ func (m *Middleware) tokenOK(got string) bool {
 type meteredBody struct {
 	io.ReadCloser
 	ctx  context.Context
-	out  *engine.Outcome
+	out  engine.Outcome
 	left int64
 }
 

@@ -22,7 +22,10 @@ func redisStore(t *testing.T) *redisstore.Store {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS")})
 	t.Cleanup(func() { rdb.Close() })
-	st, err := redisstore.New(rdb, redisstore.WithPrefix("httplimit-test:"+t.Name()+":"+time.Now().Format("150405.000000")+":"))
+	// A generous timeout: on a loaded machine the first call, which loads
+	// the function library, can take longer than the default 50 ms.
+	st, err := redisstore.New(rdb, redisstore.WithTimeout(5*time.Second),
+		redisstore.WithPrefix("httplimit-test:"+t.Name()+":"+time.Now().Format("150405.000000")+":"))
 	if err != nil {
 		t.Fatal(err)
 	}

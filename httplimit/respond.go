@@ -70,7 +70,8 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 	refusing(w.Header(), secs)
 	m.logDenied(r.Context(), ru, key, o, secs, "rate limit exceeded")
 	if m.onReject != nil {
-		m.onReject(w, r, o)
+		oc := *o // a copy: the caller's outcome stays on its stack
+		m.onReject(w, r, &oc)
 		return
 	}
 	header.QuotaExceeded(Detail(o), secs, o.Violated()...).Write(w)
@@ -79,7 +80,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ru *rule, ke
 // Detail says in words which limit refused o: "rate limit of 5 requests
 // per 1m exceeded", or "limit of 4 concurrent requests exceeded".
 func Detail(o *engine.Outcome) string {
-	it := &o.Items[o.Summary]
+	it := o.Item(o.Summary)
 	if it.Window == 0 {
 		return fmt.Sprintf("limit of %d concurrent requests exceeded", it.Quota)
 	}
@@ -106,7 +107,7 @@ func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru 
 	secs := engine.RetryAfterSeconds(o)
 	refusing(w.Header(), secs)
 	m.logDenied(r.Context(), ru, key, o, secs, "refused under reduced capacity")
-	it := &o.Items[o.Summary]
+	it := o.Item(o.Summary)
 	header.Problem{
 		Type: header.ProblemTemporaryReducedCapacity, Title: "Temporary Reduced Capacity", Status: 503,
 		Detail:           fmt.Sprintf("capacity temporarily reduced to %d %s per %s", it.Quota, it.Unit, formatWindow(it.Window)),
@@ -131,7 +132,7 @@ func serviceUnavailable(w http.ResponseWriter, detail string) {
 func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, o *engine.Outcome, retryAfter int64, msg string) {
 	m.logger.LogAttrs(ctx, slog.LevelWarn, msg,
 		slog.String("rule", ru.name),
-		slog.String("policy", o.Items[o.Summary].Name),
+		slog.String("policy", o.Item(o.Summary).Name),
 		slog.String("key", Fingerprint(key)),
 		slog.Int64("retry_after", retryAfter),
 	)

@@ -28,6 +28,7 @@ type Store struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	idents    sync.Map // ident → *ident (see Store.ident)
 }
 
 // shard holds a share of the keys. Its lock serialises changes to its
@@ -44,13 +45,24 @@ type shard struct {
 // node is one policy's state for one key: the first is part of the key's
 // entry, further ones form a list after it.
 type node struct {
-	exp   int64 // µs; after it the state equals the zero state
-	name  string
-	alg   floodgate.Algorithm // with name, the state's identity (as in Redis' key names)
+	exp   int64  // µs; after it the state equals the zero state
+	id    *ident // whose state this is
 	state algorithm.State
 	log   *algorithm.Log // sliding window log only
 	next  *node
 }
+
+// ident is a state's identity: its policy's name and algorithm, as in the
+// Redis store's key names, so one name under two algorithms keeps two
+// states. Nodes point to one interned copy (Store.ident): a pointer where
+// a name and an algorithm would take 24 bytes of every key.
+type ident struct {
+	name string
+	alg  floodgate.Algorithm
+}
+
+// is reports whether id is p's identity.
+func (id *ident) is(p *floodgate.Policy) bool { return id.name == p.Name && id.alg == p.Algorithm }
 
 // Option configures a Store.
 type Option func(*config)
@@ -171,8 +183,8 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 	// recovered by net/http) cannot leave the key locked for good.
 	defer e.mu.Unlock()
 	head := &e.first
-	if len(policies) != 1 || head.next != nil || head.log != nil || head.name != policies[0].Name || head.alg != policies[0].Algorithm {
-		_, err := take(head, false, now, cost, policies, results)
+	if len(policies) != 1 || head.next != nil || head.log != nil || !head.id.is(&policies[0]) {
+		_, err := s.take(head, false, now, cost, policies, results)
 		return err
 	}
 	// The common case, one policy on a key already held: decide and write
@@ -207,11 +219,11 @@ func (s *Store) takeLocked(sh *shard, hash uint64, key string, now int64, cost f
 		// Live, for removals need sh.mu; Take missed it while t changed.
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		_, err := take(&e.first, false, now, cost, policies, results)
+		_, err := s.take(&e.first, false, now, cost, policies, results)
 		return err
 	}
 	var fresh node
-	if charged, err := take(&fresh, true, now, cost, policies, results); err != nil || !charged {
+	if charged, err := s.take(&fresh, true, now, cost, policies, results); err != nil || !charged {
 		return err // nothing to remember: denied, a peek, or an error
 	}
 	// The bound is global, so unevenly filled shards waste nothing; the
@@ -234,9 +246,8 @@ func (s *Store) takeLocked(sh *shard, hash uint64, key string, now int64, cost f
 // take decides cost for policies on a key's list of states, head, and if
 // every policy admits it, charges it, reporting whether it did (Take has a
 // shortcut for one policy). unused says that head holds no state yet, for
-// a new key. A policy without a state gets one: head itself while it is
-// unused, else a node after it.
-func take(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) (charged bool, err error) {
+// a new key.
+func (s *Store) take(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) (charged bool, err error) {
 	if err := floodgate.CheckCost(cost, policies); err != nil {
 		return false, err
 	}
@@ -245,6 +256,27 @@ func take(head *node, unused bool, now int64, cost floodgate.Cost, policies []fl
 	if len(policies) > len(buf) {
 		pend = make([]pending, 0, len(policies))
 	}
+	pend, allowed := decideAll(head, unused, now, cost, policies, results, pend)
+	if !allowed {
+		// All or nothing: the policies that would admit report their
+		// standing without this request's cost.
+		for i := range results {
+			if results[i].Allowed {
+				results[i].Remaining += cost.Of(policies[i].Unit)
+			}
+		}
+		return false, nil
+	}
+	if cost.IsPeek() {
+		return false, nil
+	}
+	s.commit(head, unused, now, cost, policies, pend)
+	return true, nil
+}
+
+// decideAll decides every policy on its state, writing results and the
+// states each would leave into pend, and reports whether all admit.
+func decideAll(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result, pend []pending) ([]pending, bool) {
 	peek := cost.IsPeek()
 	allowed := true
 	for i := range policies {
@@ -280,19 +312,13 @@ func take(head *node, unused bool, now int64, cost floodgate.Cost, policies []fl
 		pend = append(pend, pending{state: st, exp: r.Expires})
 		setResult(&results[i], r)
 	}
-	if !allowed {
-		// All or nothing: the policies that would admit report their
-		// standing without this request's cost.
-		for i := range results {
-			if results[i].Allowed {
-				results[i].Remaining += cost.Of(policies[i].Unit)
-			}
-		}
-		return false, nil
-	}
-	if peek {
-		return false, nil
-	}
+	return pend, allowed
+}
+
+// commit writes the states pend holds for the policies charged. A policy
+// without a state gets one: head itself while it is unused, else a node
+// after it.
+func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, pend []pending) {
 	for i := range policies {
 		p := &policies[i]
 		c := cost.Of(p.Unit)
@@ -307,9 +333,9 @@ func take(head *node, unused bool, now int64, cost floodgate.Cost, policies []fl
 		case n != nil:
 		case unused:
 			n, unused = head, false
-			n.name, n.alg = p.Name, p.Algorithm
+			n.id = s.ident(p)
 		default:
-			n = &node{name: p.Name, alg: p.Algorithm, next: head.next}
+			n = &node{id: s.ident(p), next: head.next}
 			head.next = n
 		}
 		n.exp = pend[i].exp
@@ -322,7 +348,6 @@ func take(head *node, unused bool, now int64, cost floodgate.Cost, policies []fl
 		}
 		n.state = pend[i].state
 	}
-	return true, nil
 }
 
 // decide runs p's algorithm on *st, writing r, and updates *st if it
@@ -357,11 +382,23 @@ type pending struct {
 	exp   int64
 }
 
+// ident returns the interned identity of p's state. Interning runs only
+// when a state is first stored; the table holds one entry per policy name
+// and algorithm ever used, which the configuration bounds.
+func (s *Store) ident(p *floodgate.Policy) *ident {
+	k := ident{p.Name, p.Algorithm}
+	if v, ok := s.idents.Load(k); ok {
+		return v.(*ident)
+	}
+	v, _ := s.idents.LoadOrStore(k, &k)
+	return v.(*ident)
+}
+
 // find returns p's state node in the list at n: the one of p's name and
 // algorithm, nil if none.
 func find(n *node, p *floodgate.Policy) *node {
 	for ; n != nil; n = n.next {
-		if n.name == p.Name && n.alg == p.Algorithm {
+		if n.id.is(p) {
 			return n
 		}
 	}
@@ -435,7 +472,7 @@ func (s *Store) Reset(ctx context.Context, key string, policies []floodgate.Poli
 	for _, p := range policies {
 		var prev *node
 		for n := &e.first; n != nil; prev, n = n, n.next {
-			if n.name != p.Name || n.alg != p.Algorithm {
+			if !n.id.is(&p) {
 				continue
 			}
 			switch {

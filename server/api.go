@@ -515,7 +515,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 func appendOutcome(b []byte, key string, o *engine.Outcome) []byte {
 	var sum engine.Item
 	if o.Summary >= 0 {
-		sum = o.Items[o.Summary]
+		sum = o.Item(o.Summary)
 	}
 	var retry int64
 	if o.Verdict != engine.Allowed {
@@ -542,11 +542,12 @@ func appendOutcome(b []byte, key string, o *engine.Outcome) []byte {
 	b = append(b, `,"shadow":`...)
 	b = strconv.AppendBool(b, o.Shadow)
 	b = append(b, `,"results":[`...)
-	for i := range o.Items {
+	for i := range o.Len() {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendItem(b, &o.Items[i])
+		it := o.Item(i)
+		b = appendItem(b, &it)
 	}
 	return append(b, "]}"...)
 }

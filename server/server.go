@@ -58,6 +58,7 @@ type Server struct {
 	addrs   map[Face]string
 	errc    chan error
 
+	rls *rlsFace  // the envoy_rls gRPC listener (rls.go)
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
 }
@@ -304,7 +305,7 @@ func (s *Server) Start() error {
 		}(lns[i])
 		s.logger.Info("listening", "faces", fmt.Sprint(b.faces), "addr", lns[i].Addr().String())
 	}
-	return nil
+	return s.startRLS()
 }
 
 // requestReadTimeout bounds reading a whole request, headers and body, on
@@ -355,6 +356,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	s.stopRLS(ctx)
 	s.mu.Lock()
 	if s.demo != nil {
 		s.demo.close()

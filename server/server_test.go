@@ -751,7 +751,7 @@ func (brokenStore) Reset(context.Context, string, []floodgate.Policy) error {
 }
 
 func TestAppendOutcomeIsJSON(t *testing.T) {
-	o := engine.Outcome{Items: []engine.Item{{Name: "p", Quota: 10, Window: time.Minute, Unit: "requests", Allowed: true, Remaining: 9, ResetAfter: 6 * time.Second}}}
+	o := engine.NewOutcome(engine.Allowed, `"p";q=10;w=60`, engine.Item{Name: "p", Quota: 10, Window: time.Minute, Unit: "requests", Allowed: true, Remaining: 9, ResetAfter: 6 * time.Second})
 	b := appendOutcome(nil, "ke\"y\n\u2028<é>", &o)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {

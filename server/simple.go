@@ -44,24 +44,8 @@ func parseSimple(b []byte, req *CheckRequest) bool {
 			}
 			req.Cost = &n
 		case "policies":
-			if !p.consume('[') {
+			if req.Policies, ok = p.strs(req.Policies[:0]); !ok {
 				return false
-			}
-			req.Policies = req.Policies[:0]
-			if !p.consume(']') {
-				for {
-					s, ok := p.str()
-					if !ok {
-						return false
-					}
-					req.Policies = append(req.Policies, s)
-					if p.consume(']') {
-						break
-					}
-					if !p.consume(',') {
-						return false
-					}
-				}
 			}
 		}
 		if p.consume('}') {
@@ -69,6 +53,29 @@ func parseSimple(b []byte, req *CheckRequest) bool {
 		}
 		if !p.consume(',') {
 			return false
+		}
+	}
+}
+
+// strs reads an array of strings, appending them to into.
+func (p *simpleParser) strs(into []string) ([]string, bool) {
+	if !p.consume('[') {
+		return into, false
+	}
+	if p.consume(']') {
+		return into, true
+	}
+	for {
+		s, ok := p.str()
+		if !ok {
+			return into, false
+		}
+		into = append(into, s)
+		if p.consume(']') {
+			return into, true
+		}
+		if !p.consume(',') {
+			return into, false
 		}
 	}
 }

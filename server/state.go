@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/config"
 	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/envoyrls"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 )
@@ -37,6 +38,8 @@ type state struct {
 
 	mu   sync.Mutex
 	sets map[string]*engine.Compiled // policy lists asked for by the API
+
+	rls *envoyrls.Rules // the envoy_rls face's descriptors; nil when off (rls.go)
 }
 
 func (s *Server) build(cfg *config.Config) (*state, error) {
@@ -71,6 +74,9 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if st.rls, err = s.buildRLS(cfg); err != nil {
+		return nil, err
 	}
 	st.auth = st.mw.Wrap(http.HandlerFunc(allowed))
 	if st.gateway, err = s.gatewayFor(cfg, st); err != nil {

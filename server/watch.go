@@ -17,6 +17,7 @@ func (s *Server) Watch(ctx context.Context, debounce time.Duration) error {
 	if s.file == "" {
 		return nil
 	}
+	go s.watchRLS(ctx, debounce)
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err

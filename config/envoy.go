@@ -1,0 +1,85 @@
+package config
+
+import (
+	"path/filepath"
+
+	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/envoyrls"
+)
+
+// EnvoyRLS is the face answering Envoy's rate limit service
+// (envoy.service.ratelimit.v3) over gRPC, with grpc.health.v1 and server
+// reflection beside it (docs/ENVOY.md).
+type EnvoyRLS struct {
+	// Listen is the gRPC address, e.g. "127.0.0.1:8083"; it cannot be
+	// shared with another face. Required.
+	Listen string `yaml:"listen"`
+	// Config is a file, or a directory of *.yaml and *.yml files, in
+	// envoyproxy/ratelimit's format; a relative path is read from the
+	// configuration file's directory. Reloaded with this file, and when
+	// a file in it changes. Required.
+	Config string `yaml:"config"`
+	// Headers selects the fields sent in response_headers_to_add: none
+	// (default: envoyproxy/ratelimit sends none), draft11, legacy or
+	// both.
+	Headers string `yaml:"headers"`
+	// MaxDescriptors is the most descriptors in one request; default 64.
+	MaxDescriptors int `yaml:"max_descriptors"`
+	// MaxKeyLength bounds a descriptor's domain, keys and values
+	// together, in bytes; default 1024.
+	MaxKeyLength int `yaml:"max_key_length"`
+
+	// Limits is what Config holds, read by Load.
+	Limits *envoyrls.Config `yaml:"-"`
+}
+
+// ConfigPath is Config resolved against the directory of file.
+func (e *EnvoyRLS) ConfigPath(file string) string {
+	if filepath.IsAbs(e.Config) || file == "" {
+		return e.Config
+	}
+	return filepath.Join(filepath.Dir(file), e.Config)
+}
+
+func (v *validator) envoyRLS() {
+	e := v.cfg.EnvoyRLS
+	if e == nil {
+		return
+	}
+	if v.listen("envoy_rls.listen", e.Listen) {
+		c := v.cfg
+		others := []string{c.Admin.Listen}
+		if c.Gateway != nil {
+			others = append(others, c.Gateway.Listen)
+		}
+		if c.API != nil {
+			others = append(others, c.API.Listen)
+		}
+		if c.ForwardAuth != nil {
+			others = append(others, c.ForwardAuth.Listen)
+		}
+		for _, o := range others {
+			if o != Off && o != "" && sameAddr(e.Listen, o) {
+				v.fail("envoy_rls.listen", "%s is another face's address; gRPC needs a listener of its own", e.Listen)
+			}
+		}
+	}
+	if e.Headers == "" {
+		e.Headers = "none"
+	} else if _, err := engine.ParseHeaderStyle(e.Headers); err != nil {
+		v.fail("envoy_rls.headers", "unknown style %q (want none, draft11, legacy or both)", e.Headers)
+	}
+	if e.MaxDescriptors < 0 || e.MaxKeyLength < 0 {
+		v.fail("envoy_rls", "max_descriptors and max_key_length must not be negative")
+	}
+	if e.Config == "" {
+		v.fail("envoy_rls.config", "required: a file or directory in envoyproxy/ratelimit's format")
+		return
+	}
+	limits, err := envoyrls.Load(e.ConfigPath(v.cfg.File))
+	if err != nil {
+		v.fail("envoy_rls.config", "%v", err)
+		return
+	}
+	e.Limits = limits
+}

@@ -1,0 +1,54 @@
+// Command grpcservice is a Go gRPC service limited by Floodgate's
+// interceptors: 10 calls a second per client address (a GCRA with bursts
+// of 5), the client found in x-forwarded-for when the peer is the local
+// proxy. It serves the standard health service as its example API:
+//
+//	go run ./examples/envoy/grpcservice -listen 127.0.0.1:7801
+package main
+
+import (
+	"flag"
+	"log"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/clientip"
+	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/grpclimit"
+	"github.com/floodgate/floodgate/memorystore"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:7801", "gRPC address")
+	flag.Parse()
+	eng, err := engine.New(engine.Config{Store: memorystore.New()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rule, err := eng.Compile(engine.Rule{Name: "grpc", Policies: []floodgate.Policy{
+		{Name: "calls", Algorithm: floodgate.GCRA, Quota: 10, Window: time.Second, Burst: 5}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	peers, err := clientip.New(clientip.Config{TrustedProxies: []string{"127.0.0.1/32"}, Sources: []clientip.Source{clientip.XForwardedFor}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit, err := grpclimit.New(grpclimit.Config{Rule: rule, Key: grpclimit.ByPeer(peers), Fields: engine.Fields{Style: engine.Draft11}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.UnaryInterceptor(limit.Unary()), grpc.StreamInterceptor(limit.Stream()))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("serving on %s", ln.Addr())
+	log.Fatal(g.Serve(ln))
+}

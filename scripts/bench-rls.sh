@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Envoy's rate limit service side by side (docs/BENCHMARKS.md, "Envoy rate
+# limit service"): Floodgate's envoy_rls face against envoyproxy/ratelimit
+# on one private Redis, and against gubernator on the memory store, the
+# same gRPC load for each (64 concurrent calls, 1 key and 1,000 keys, a
+# quota never reached), rounds interleaved; then a differential run of one
+# request sequence and one config file against ratelimit and Floodgate.
+#
+# The peers are Go modules installed with `go install` into a scratch
+# directory under /tmp, never into the repository.
+#
+# Environment: ROUNDS (5), DURATION (5s), PEERS (the scratch directory,
+# default /tmp/floodgate-rls-peers), RATELIMIT_VERSION, GUBERNATOR_VERSION.
+# Ports 7810-7840 on 127.0.0.1.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+. scripts/lib.sh
+rounds=${ROUNDS:-5} dur=${DURATION:-5s}
+peers=${PEERS:-/tmp/floodgate-rls-peers}
+rl_version=${RATELIMIT_VERSION:-v1.4.1-0.20260122083618-3fb702589d36}
+gub_version=${GUBERNATOR_VERSION:-v2.13.0}
+redis_port=7840 fg_mem=127.0.0.1:7810 fg_redis=127.0.0.1:7811 rl=127.0.0.1:7820 gub=127.0.0.1:7830
+
+mkdir -p "$peers/bin"
+if [[ ! -x $peers/bin/service_cmd ]]; then
+  log "installing envoyproxy/ratelimit $rl_version into $peers"
+  GOBIN=$peers/bin go install "github.com/envoyproxy/ratelimit/src/service_cmd@$rl_version"
+fi
+if [[ ! -x $peers/bin/gubernator ]]; then
+  log "installing gubernator $gub_version into $peers"
+  GOBIN=$peers/bin go install "github.com/gubernator-io/gubernator/v2/cmd/gubernator@$gub_version"
+fi
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+go build -o "$work/floodgate" ./cmd/floodgate
+(cd bench && go build -o "$work/rlsload" ./cmd/rlsload)
+
+suffix=$(date +%s)
+mkdir -p "$work/rt/ratelimit/config"
+"$work/rlsload" -write-config "$work/rt/ratelimit/config" -suffix "$suffix"
+
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$work/redis.log" &
+redis_pid=$!; pids+=("$redis_pid")
+wait_port "127.0.0.1:$redis_port"
+
+floodgate() { # name listen admin store
+  cat >"$work/$1.yaml" <<YAML
+envoy_rls: {listen: "$2", config: "$work/rt/ratelimit/config"}
+admin: {listen: "$3"}
+log: {level: warn}
+store: $4
+YAML
+  "$work/floodgate" serve -c "$work/$1.yaml" --no-watch 2>"$work/$1.log" &
+  pids+=($!)
+  eval "$1_pid=$!"
+  wait_port "$2"
+}
+floodgate fgmem "$fg_mem" 127.0.0.1:7812 '{type: memory}'
+floodgate fgredis "$fg_redis" 127.0.0.1:7813 "{type: redis, redis: {url: \"redis://127.0.0.1:$redis_port/0\", timeout: 1s}}"
+
+env USE_STATSD=false DISABLE_STATS=true LOG_LEVEL=warn BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp \
+  REDIS_URL=127.0.0.1:$redis_port RUNTIME_ROOT="$work/rt" RUNTIME_SUBDIRECTORY=ratelimit \
+  RUNTIME_APPDIRECTORY=config RUNTIME_WATCH_ROOT=false HOST=127.0.0.1 PORT=7821 \
+  DEBUG_HOST=127.0.0.1 DEBUG_PORT=7822 GRPC_HOST=127.0.0.1 GRPC_PORT=7820 \
+  "$peers/bin/service_cmd" 2>"$work/ratelimit.log" &
+rl_pid=$!; pids+=("$rl_pid")
+wait_port "$rl"
+
+env GUBER_GRPC_ADDRESS=$gub GUBER_HTTP_ADDRESS=127.0.0.1:7831 GUBER_ADVERTISE_ADDRESS=$gub \
+  GUBER_PEER_DISCOVERY_TYPE=member-list GUBER_MEMBERLIST_ADDRESS=127.0.0.1:7832 \
+  GUBER_MEMBERLIST_ADVERTISE_ADDRESS=127.0.0.1:7832 GUBER_MEMBERLIST_BIND_ADDRESS=127.0.0.1:7832 \
+  GUBER_MEMBERLIST_KNOWN_NODES=127.0.0.1:7832 OTEL_TRACES_EXPORTER=none GUBER_LOG_LEVEL=warn \
+  "$peers/bin/gubernator" >"$work/gubernator.log" 2>&1 &
+gub_pid=$!; pids+=("$gub_pid")
+wait_port "$gub"
+sleep 2 # ratelimit loads its files, gubernator's memberlist settles
+
+echo "== differential: envoyproxy/ratelimit (A) and Floodgate on Redis (B), one sequence, one config file"
+# The sequence's windows are an hour long: start it well inside one.
+while (( $(date +%M) == 59 && $(date +%S) > 40 )); do sleep 1; done
+"$work/rlsload" -diff "$rl,$fg_redis" -suffix "$suffix" || echo "differential: answers differ"
+
+echo "== load: $rounds rounds of $dur, 64 concurrent calls, interleaved"
+results=$work/results
+for ((r = 1; r <= rounds; r++)); do
+  for keys in 1 1000; do
+    "$work/rlsload" -label floodgate-redis -addr "$fg_redis" -keys $keys -duration "$dur" -pids "$fgredis_pid,$redis_pid" | tee -a "$results"
+    "$work/rlsload" -label ratelimit-redis -addr "$rl" -keys $keys -duration "$dur" -pids "$rl_pid,$redis_pid" | tee -a "$results"
+    "$work/rlsload" -label floodgate-memory -addr "$fg_mem" -keys $keys -duration "$dur" -pids "$fgmem_pid" | tee -a "$results"
+    "$work/rlsload" -label gubernator -proto gubernator -addr "$gub" -keys $keys -duration "$dur" -pids "$gub_pid" | tee -a "$results"
+  done
+done
+
+echo "== medians of $rounds rounds (server CPU: Redis' included for the Redis runs)"
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+for keys in 1 1000; do
+  declare -A rate cpu
+  for t in floodgate-redis ratelimit-redis floodgate-memory gubernator; do
+    rate[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results" | median)
+    cpu[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $4+0}' "$results" | median)
+    printf '%s keys\t%-17s %8.0f decisions/s\t%6.1f µs CPU/decision\n' "$keys" "$t" "${rate[$t]}" "${cpu[$t]}"
+  done
+  awk -v a="${rate[floodgate-redis]}" -v b="${rate[ratelimit-redis]}" -v c="${rate[floodgate-memory]}" -v d="${rate[gubernator]}" -v k="$keys" \
+    'BEGIN {printf "%s keys\tFloodgate/ratelimit on Redis %.2f×\tFloodgate memory/gubernator %.2f×\n", k, a/b, c/d}'
+done

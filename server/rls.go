@@ -1,0 +1,152 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/envoyrls"
+)
+
+// FaceEnvoyRLS is Envoy's rate limit service, a gRPC listener of its own.
+const FaceEnvoyRLS Face = "envoy_rls"
+
+// rlsService is the gRPC service name the health service reports on.
+const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
+
+// rlsFace is the running gRPC server of the envoy_rls face.
+type rlsFace struct {
+	g      *grpc.Server
+	health *health.Server
+}
+
+// buildRLS compiles the envoy_rls descriptors of cfg on the daemon's
+// engine; nil when the face is off.
+func (s *Server) buildRLS(cfg *config.Config) (*envoyrls.Rules, error) {
+	if cfg.EnvoyRLS == nil || cfg.EnvoyRLS.Limits == nil {
+		return nil, nil
+	}
+	r, err := envoyrls.Compile(s.eng, cfg.EnvoyRLS.Limits, mustMode(cfg.Store.FailureMode))
+	if err != nil {
+		return nil, fmt.Errorf("server: envoy_rls: %w", err)
+	}
+	return r, nil
+}
+
+// startRLS listens on envoy_rls.listen with the rate limit service,
+// grpc.health.v1 and server reflection. The service reads the Rules of
+// the state in force at each request, so a reload swaps them.
+func (s *Server) startRLS() error {
+	e := s.start.EnvoyRLS
+	if e == nil {
+		return nil
+	}
+	style, _ := engine.ParseHeaderStyle(e.Headers)
+	svc, err := envoyrls.NewService(func() *envoyrls.Rules { return s.state.Load().rls }, envoyrls.Options{
+		Fields:         engine.Fields{Style: style, Reset: s.state.Load().fields.Reset, WarnAt: s.state.Load().fields.WarnAt},
+		MaxDescriptors: e.MaxDescriptors, MaxKeyLength: e.MaxKeyLength, Registerer: s.reg, Logger: s.logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", e.Listen)
+	if err != nil {
+		return fmt.Errorf("server: %s: %w", FaceEnvoyRLS, err)
+	}
+	f := &rlsFace{g: grpc.NewServer(), health: health.NewServer()}
+	svc.Register(f.g)
+	healthpb.RegisterHealthServer(f.g, f.health)
+	f.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(f.g)
+	s.rls = f
+	s.addrs[FaceEnvoyRLS] = ln.Addr().String()
+	go func() {
+		if err := f.g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.errc <- err
+		}
+	}()
+	s.logger.Info("listening", "faces", "["+string(FaceEnvoyRLS)+"]", "addr", ln.Addr().String())
+	return nil
+}
+
+// stopRLS reports NOT_SERVING, lets calls in flight finish until ctx ends,
+// then closes the connections left.
+func (s *Server) stopRLS(ctx context.Context) {
+	f := s.rls
+	if f == nil {
+		return
+	}
+	f.health.Shutdown()
+	done := make(chan struct{})
+	go func() { f.g.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		f.g.Stop()
+	}
+}
+
+// watchRLS reloads the configuration when a file of envoy_rls.config
+// changes, until ctx ends, as Watch does for the configuration file.
+func (s *Server) watchRLS(ctx context.Context, debounce time.Duration) {
+	e := s.start.EnvoyRLS
+	if e == nil {
+		return
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		s.logger.Warn("watching envoy_rls.config", "error", err)
+		return
+	}
+	defer w.Close()
+	path := e.ConfigPath(s.file)
+	dir := path
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	if err := w.Add(dir); err != nil {
+		s.logger.Warn("watching envoy_rls.config", "error", err)
+		return
+	}
+	var timer *time.Timer
+	for {
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) == 0 {
+				continue
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+			timer = time.AfterFunc(debounce, func() {
+				s.logger.Info("envoy_rls.config changed; reloading", "path", path)
+				s.Reload()
+			})
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			s.logger.Warn("watching envoy_rls.config", "error", err)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+)
+
+const rlsConfig = `
+envoy_rls: {listen: "127.0.0.1:0", config: %q, headers: draft11}
+admin: {listen: "127.0.0.1:0"}
+log: {level: error}
+`
+
+// TestEnvoyRLSFace: the daemon serves the rate limit service, health and
+// reflection on envoy_rls.listen, and a reload brings new descriptors.
+func TestEnvoyRLSFace(t *testing.T) {
+	dir := t.TempDir()
+	limits := filepath.Join(dir, "limits.yaml")
+	write := func(quota int) {
+		y := fmt.Sprintf("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: day, requests_per_unit: %d}\n", quota)
+		if err := os.WriteFile(limits, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(2)
+	f := start(t, fmt.Sprintf(rlsConfig, limits))
+	conn, err := grpc.NewClient(f.srv.Addr(FaceEnvoyRLS), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	ask := func() *rlsv3.RateLimitResponse {
+		resp, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
+			{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "192.0.2.1"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if resp := ask(); resp.OverallCode != want {
+			t.Fatalf("%v, want %v", resp, want)
+		}
+	}
+	if resp := ask(); len(resp.ResponseHeadersToAdd) != 2 {
+		t.Errorf("headers: draft11 wants RateLimit and RateLimit-Policy, got %v", resp.ResponseHeadersToAdd)
+	}
+	hc, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: rlsService})
+	if err != nil || hc.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health: %v %v", hc, err)
+	}
+	stream, err := reflectpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}})
+	r, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range r.GetListServicesResponse().GetService() {
+		found = found || s.Name == rlsService
+	}
+	if !found {
+		t.Errorf("reflection lists %v", r.GetListServicesResponse().GetService())
+	}
+	write(5)
+	if err := f.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if resp := ask(); resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 2 {
+		t.Errorf("after reload to 5 (2 spent before it; refusals spend nothing): %v", resp)
+	}
+}
