@@ -9,10 +9,9 @@ import (
 
 // request is one Take on its way to Redis.
 type request struct {
-	keys   []string // one per policy
-	params []param  // one per policy
-	now    int64    // µs, or -1 for the server's TIME
-	group  uint32   // requests of one group may share a script call
+	keys  []string // one per policy
+	arg   []byte   // the script's argument for this request (see encode)
+	group uint32   // requests of one group may share a script call
 
 	out []int64 // 4 per policy, as the script replies
 	err error
@@ -20,8 +19,7 @@ type request struct {
 	state atomic.Int32  // queued, taken or abandoned
 	done  chan struct{} // one send per use: out/err are ready
 
-	keyBuf   [4]string
-	paramBuf [4]param
+	keyBuf [4]string
 }
 
 const (
@@ -30,8 +28,6 @@ const (
 	abandoned
 )
 
-type param struct{ alg, quota, capacity, window, cost int64 }
-
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
 func getRequest(n int) *request {
@@ -39,9 +35,9 @@ func getRequest(n int) *request {
 	r.state.Store(queued)
 	r.err = nil
 	if n <= len(r.keyBuf) {
-		r.keys, r.params = r.keyBuf[:n], r.paramBuf[:n]
+		r.keys = r.keyBuf[:n]
 	} else {
-		r.keys, r.params = make([]string, n), make([]param, n)
+		r.keys = make([]string, n)
 	}
 	return r
 }

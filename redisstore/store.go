@@ -2,10 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -251,14 +252,13 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 	}
 	r := getRequest(len(policies))
 	for i := range policies {
-		p := &policies[i]
-		r.keys[i] = redisKey(s.prefix, t, p)
-		r.params[i] = param{int64(p.Algorithm), p.Quota, p.Capacity(), p.Window.Microseconds(), cost.Of(p.Unit)}
+		r.keys[i] = redisKey(s.prefix, t, &policies[i])
 	}
-	r.now = -1
+	now := int64(-1)
 	if s.clock != nil {
-		r.now = s.clock().UnixMicro()
+		now = s.clock().UnixMicro()
 	}
+	r.encode(now, policies, cost)
 	if s.grouping != groupAll {
 		r.group = uint32(slot(t)) // with groupTag, refined by the tag itself in groups
 	}
@@ -534,28 +534,62 @@ func sameTag(a, b *request) bool {
 // evalCmd builds one call of the code (FCALL, EVALSHA or EVAL) for group (see lua/dispatch.lua for the
 // argument layout).
 func evalCmd(ctx context.Context, verb, body string, slack int64, group []*request) *redis.IntSliceCmd {
-	nkeys, nargs := 0, 2 // n and the TTL slack, then per request
+	nkeys := 0
 	for _, r := range group {
 		nkeys += len(r.keys)
-		nargs += 2 + 5*len(r.params)
 	}
-	args := make([]any, 0, 3+nkeys+nargs)
-	args = append(args, verb, body, strconv.Itoa(nkeys))
+	args := make([]any, 0, 4+nkeys+len(group))
+	args = append(args, verb, body, nkeys)
 	for _, r := range group {
 		for _, k := range r.keys {
 			args = append(args, k)
 		}
 	}
-	args = append(args, strconv.Itoa(len(group)), slack)
+	args = append(args, slack)
 	for _, r := range group {
-		args = append(args, r.now, len(r.params))
-		for _, p := range r.params {
-			args = append(args, p.alg, p.quota, p.capacity, p.window, p.cost)
-		}
+		args = append(args, r.arg)
 	}
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
+}
+
+// wireCode is each algorithm's code in the script's arguments: the keys of
+// WIRE in lua/dispatch.lua. It is part of the protocol with the code loaded
+// in Redis, fixed whatever the order of floodgate.Algorithm's constants
+// (TestWireCodes pins both sides).
+var wireCode = [...]byte{
+	floodgate.FixedWindow:          1,
+	floodgate.SlidingWindowLog:     2,
+	floodgate.SlidingWindowCounter: 3,
+	floodgate.TokenBucket:          4,
+	floodgate.GCRA:                 5,
+}
+
+// encode writes r's script argument (see lua/dispatch.lua): now (µs, or -1
+// for the server's TIME), then per policy its wire code and quota,
+// capacity, window (µs) and cost as big-endian doubles. Policy.Validate
+// keeps every number below 2^53, so the doubles are exact; the script
+// decodes them with one unpack per policy instead of parsing decimal text.
+func (r *request) encode(now int64, policies []floodgate.Policy, cost floodgate.Cost) {
+	b := r.arg[:0]
+	if need := 8 + 33*len(policies); cap(b) < need {
+		b = make([]byte, 0, need)
+	}
+	b = appendFloat(b, now)
+	for i := range policies {
+		p := &policies[i]
+		b = append(b, wireCode[p.Algorithm])
+		b = appendFloat(b, p.Quota)
+		b = appendFloat(b, p.Capacity())
+		b = appendFloat(b, p.Window.Microseconds())
+		b = appendFloat(b, cost.Of(p.Unit))
+	}
+	r.arg = b
+}
+
+func appendFloat(b []byte, x int64) []byte {
+	return binary.BigEndian.AppendUint64(b, math.Float64bits(float64(x)))
 }
 
 var errShortReply = errors.New("redisstore: script reply has the wrong length")
@@ -566,7 +600,7 @@ func deliver(group []*request, cmd *redis.IntSliceCmd) {
 	if err == nil {
 		n := 0
 		for _, r := range group {
-			n += 4 * len(r.params)
+			n += 4 * len(r.keys)
 		}
 		if len(vals) != n {
 			err = errShortReply
@@ -577,7 +611,7 @@ func deliver(group []*request, cmd *redis.IntSliceCmd) {
 			r.err = err
 			continue
 		}
-		n := 4 * len(r.params)
+		n := 4 * len(r.keys)
 		r.out, vals = vals[:n:n], vals[n:]
 	}
 }

@@ -27,11 +27,3 @@ local function bucket(debt, q, cap, w, cost)
   debt = debt + cost * w
   return 1, avail - cost, next_unit(debt, full, q, w), 0, debt
 end
-
--- bucket_commit writes a token bucket's state "A:B" or GCRA's "A:B:C",
--- expiring when the bucket is full again.
-local function bucket_commit(key, now, cost, sa, sb, sc, exp)
-  local v
-  if sc then v = format('%.0f:%.0f:%.0f', sa, sb, sc) else v = pair(sa, sb) end
-  call('SET', key, v, 'PX', ttl(exp, now))
-end

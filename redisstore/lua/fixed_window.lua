@@ -1,5 +1,5 @@
--- Fixed window (REQUIREMENTS A1): state "start:count". The TTL is set when a
--- window's first request creates the key and kept (KEEPTTL) by the later
+-- Fixed window (REQUIREMENTS A1): state (start, count). The TTL is set when
+-- a window's first request creates the key and kept (KEEPTTL) by the later
 -- ones, so it is never pushed back by traffic.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function fixed_window()
@@ -14,13 +14,5 @@ local function fixed_window()
     if cost == 0 then return 1, avail, reset, 0 end
     return 1, avail - cost, reset, 0, start, count + cost, nil, start + w, same
   end
-
-  local function commit(key, now, cost, sa, sb, sc, exp, keep)
-    if keep then
-      call('SET', key, pair(sa, sb), 'KEEPTTL')
-    else
-      call('SET', key, pair(sa, sb), 'PX', ttl(exp, now))
-    end
-  end
-  return take, commit
+  return take, put
 end

@@ -1,4 +1,4 @@
--- GCRA: state "A:B:C", the theoretical arrival time TAT = A + B/C µs with
+-- GCRA: state (A, B, C), the theoretical arrival time TAT = A + B/C µs with
 -- B < C, C the quota it was computed for (absent in older states: the
 -- current quota), expiring at the TAT.
 -- Loaded only by a call that uses it (see dispatch.lua).
@@ -18,5 +18,5 @@ local function gcra()
     end
     return ok, rem, reset, retry
   end
-  return take, bucket_commit
+  return take, put
 end

@@ -7,8 +7,9 @@
 -- exact, so this arithmetic gives the same integers as package algorithm.
 --
 -- The library is defined where only its functions may be registered, not
--- math or string used, so these are set by the first call (see decide).
-local floor, max, format, match, call
+-- math, string or struct used, so these are set by the first call (see
+-- decide).
+local floor, max, byte, format, match, pack, unpack, call
 
 -- idiv is floor(a / b) for an integer a and a positive integer b. The
 -- double quotient of two large integers can round across an integer
@@ -27,30 +28,52 @@ local function ceildiv(a, b) return idiv(a + b - 1, b) end
 
 local function mod(a, b) return a - idiv(a, b) * b end
 
--- int formats an integer for a command argument or a stored value. Redis
--- would format a bare Lua number with at most 17 significant digits or in
--- exponent form, so numbers never reach redis.call unformatted.
-local function int(x) return format('%.0f', x) end
-
--- pair formats a two-field state "A:B" (one format call instead of two).
-local function pair(a, b) return format('%.0f:%.0f', a, b) end
-
--- A state is stored as a string "A:B" or "A:B:C" of decimal integers: the
--- algorithm package's State fields.
+-- A state is stored as two or three big-endian doubles (16 or 24 bytes):
+-- the algorithm package's State fields, each an integer below 2^53, so
+-- exact. Packing and unpacking cost a fraction of formatting and parsing
+-- decimal text. A value in the decimal form "A:B" or "A:B:C" of earlier
+-- versions (it starts with a digit or '-', which a packed non-negative
+-- integer never does: its first byte is 0x00 or 0x3F-0x43) is still read.
 local function load(key)
   local v = call('GET', key)
-  if v then
+  if not v then return false, 0, 0, 0 end
+  local first = byte(v, 1)
+  if first == 45 or (first >= 48 and first <= 57) then
     local a, b, c = match(v, '^(%-?%d+):(%-?%d+):?(%-?%d*)$')
     if a then return true, tonumber(a), tonumber(b), tonumber(c) or 0 end
+    return false, 0, 0, 0
   end
-  return false, 0, 0, 0
+  if #v == 24 then
+    local a, b, c = unpack('>ddd', v)
+    return true, a, b, c
+  end
+  local a, b = unpack('>dd', v)
+  return true, a, b, 0
 end
 
 -- ttl converts the absolute expiry exp (µs) of a state into PX
 -- milliseconds, rounded up, so a key never disappears while its state still
 -- differs from a fresh one. slack adds milliseconds (set by each call from
--- its ARGV[2]): 0, except with a test clock, which does not advance with
--- the server's (see WithClock).
+-- its ARGV[1]): 0, except with a test clock, which does not advance with
+-- the server's (see WithClock). It is passed to redis.call as a number,
+-- which Redis formats with 17 significant digits: exact, and never in
+-- exponent form, for an integer below 2^53.
 local slack = 0
-local function ttl(exp, now) return int(max(ceildiv(exp - now, 1000), 1) + slack) end
+local function ttl(exp, now) return max(ceildiv(exp - now, 1000), 1) + slack end
 
+-- int formats an integer as decimal text, for the sliding log's member
+-- names.
+local function int(x) return format('%.0f', x) end
+
+-- put is the commit of the algorithms kept in a string: it writes the state
+-- (a, b), or (a, b, c) when c is given; keep keeps the key's TTL (KEEPTTL)
+-- instead of setting it to expire at exp. The cost is not needed.
+local function put(key, now, _, a, b, c, exp, keep)
+  local v
+  if c then v = pack('>ddd', a, b, c) else v = pack('>dd', a, b) end
+  if keep then
+    call('SET', key, v, 'KEEPTTL')
+  else
+    call('SET', key, v, 'PX', ttl(exp, now))
+  end
+end

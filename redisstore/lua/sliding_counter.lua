@@ -1,9 +1,9 @@
--- Sliding window counter (A3): state "start:curr:prev". The expiry,
+-- Sliding window counter (A3): state (start, curr, prev). The expiry,
 -- start + 2W, moves only when a new window starts; within a window the TTL
 -- is kept.
--- The exact wait (µs) from e until c units fit; algorithm.counterWait.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function sliding_counter()
+  -- The exact wait (µs) from e until c units fit; algorithm.counterWait.
   local function counter_wait(c, prev, curr, e, q, w)
     local a = q - c - curr
     if a >= 0 then
@@ -36,14 +36,5 @@ local function sliding_counter()
     if cost == 0 then return 1, avail, reset, 0 end
     return 1, rem, reset, 0, start, curr + cost, prev, start + 2 * w, same
   end
-
-  local function commit(key, now, cost, sa, sb, sc, exp, keep)
-    local v = format('%.0f:%.0f:%.0f', sa, sb, sc)
-    if keep then
-      call('SET', key, v, 'KEEPTTL')
-    else
-      call('SET', key, v, 'PX', ttl(exp, now))
-    end
-  end
-  return take, commit
+  return take, put
 end

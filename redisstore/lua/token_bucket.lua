@@ -1,4 +1,4 @@
--- Token bucket (A4): state "last update:debt", expiring when the bucket is
+-- Token bucket (A4): state (last update, debt), expiring when the bucket is
 -- full again.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function token_bucket()
@@ -23,5 +23,5 @@ local function token_bucket()
     end
     return ok, rem, reset, retry
   end
-  return take, bucket_commit
+  return take, put
 end
