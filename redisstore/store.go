@@ -250,18 +250,7 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 			return nil
 		}
 	}
-	r := getRequest(len(policies))
-	for i := range policies {
-		r.keys[i] = redisKey(s.prefix, t, &policies[i])
-	}
-	now := int64(-1)
-	if s.clock != nil {
-		now = s.clock().UnixMicro()
-	}
-	r.encode(now, policies, cost)
-	if s.grouping != groupAll {
-		r.group = uint32(slot(t)) // with groupTag, refined by the tag itself in groups
-	}
+	r := s.request(t, cost, policies)
 	if err := s.wait(ctx, r); err != nil {
 		return err
 	}
@@ -281,6 +270,24 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 		s.near.remember(t, policies, cost, sent, results)
 	}
 	return nil
+}
+
+// request builds the script call's part for one Take of the key whose tag
+// is t.
+func (s *Store) request(t string, cost floodgate.Cost, policies []floodgate.Policy) *request {
+	r := getRequest(len(policies))
+	for i := range policies {
+		r.keys[i] = redisKey(s.prefix, t, &policies[i])
+	}
+	now := int64(-1)
+	if s.clock != nil {
+		now = s.clock().UnixMicro()
+	}
+	r.encode(now, policies, cost)
+	if s.grouping != groupAll {
+		r.group = uint32(slot(t)) // with groupTag, refined by the tag itself in groups
+	}
+	return r
 }
 
 // wait submits r and waits for its answer, the caller's ctx or the per-call
@@ -495,6 +502,10 @@ func (s *Store) failed() {
 }
 
 func (s *Store) process(ctx context.Context, cmds []*redis.IntSliceCmd) {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		processCluster(ctx, cc, cmds)
+		return
+	}
 	if len(cmds) == 1 {
 		_ = s.client.Process(ctx, cmds[0])
 		return

@@ -40,6 +40,7 @@ type options struct {
 	rounds   int
 	keys     int
 	quota    int64
+	batch    int
 }
 
 func main() {
@@ -65,7 +66,7 @@ func main() {
 				for t, c := range clients {
 					s, err := measure(c, a, n, o)
 					if err != nil {
-						log.Fatalf("capacity: %v at concurrency %d on %v: %v", a, n, o.targets[t], err)
+						log.Fatalf("capacity: %s at concurrency %d on %v: %v", name(a), n, o.targets[t], err)
 					}
 					samples[cell{t, a, n}] = append(samples[cell{t, a, n}], s)
 				}
@@ -84,6 +85,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each figure is the median over them")
 	flag.IntVar(&o.keys, "keys", 10000, "partition keys the load walks over")
 	flag.Int64Var(&o.quota, "quota", 100, "the policy's quota per second and key (1 key and a large quota: a hot key that is admitted)")
+	flag.IntVar(&o.batch, "batch", 128, "most decisions per script call (redisstore.WithBatching); 1 sends each alone")
 	flag.Parse()
 	if *addrs == "" {
 		return o, fmt.Errorf("no Redis: give -redis or set FLOODGATE_TEST_REDIS")
@@ -93,6 +95,9 @@ func parseFlags() (options, error) {
 	}
 	for _, s := range strings.Split(*algs, ",") {
 		a, err := floodgate.ParseAlgorithm(strings.TrimSpace(s))
+		if strings.TrimSpace(s) == "ratelimit" {
+			a, err = ratelimit, nil
+		}
 		if err != nil {
 			return o, err
 		}
@@ -105,8 +110,8 @@ func parseFlags() (options, error) {
 		}
 		o.conc = append(o.conc, n)
 	}
-	if o.rounds < 1 || o.keys < 1 || o.quota < 1 || o.duration <= 0 {
-		return o, fmt.Errorf("-rounds, -keys, -quota and -d must be positive")
+	if o.rounds < 1 || o.keys < 1 || o.quota < 1 || o.duration <= 0 || o.batch < 1 {
+		return o, fmt.Errorf("-rounds, -keys, -quota, -batch and -d must be positive")
 	}
 	return o, nil
 }

@@ -44,24 +44,17 @@ type shard struct {
 // measure runs one cell's load on a fresh key prefix and reads what it cost.
 func measure(c *redisload.Client, a floodgate.Algorithm, n int, o options) (sample, error) {
 	ctx := context.Background()
-	st, err := redisstore.New(c.UniversalClient, redisstore.WithPrefix(fmt.Sprintf("cap:%d:", time.Now().UnixNano())),
-		redisstore.WithTimeout(time.Second))
-	if err != nil {
-		return sample{}, err
+	prefix := fmt.Sprintf("cap:%d:", time.Now().UnixNano())
+	take, err := floodgateTake(c, prefix, a, o)
+	if a == ratelimit {
+		take = ratelimitTake(c, prefix, o.quota)
 	}
-	lim, err := floodgate.NewLimiter(st, []floodgate.Policy{{
-		Name: "api", Algorithm: a, Quota: o.quota, Window: time.Second, Burst: burst(a),
-	}})
 	if err != nil {
 		return sample{}, err
 	}
 	keys := make([]string, o.keys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user:%d", i)
-	}
-	take := func(ctx context.Context, key string) (bool, error) {
-		d, err := lim.Take(ctx, key, 1)
-		return d.Allowed, err
 	}
 	take(ctx, keys[0]) // loads the code, outside the measurement
 	before, err := redisload.Masters(ctx, c.UniversalClient)
@@ -83,6 +76,29 @@ func measure(c *redisload.Client, a floodgate.Algorithm, n int, o options) (samp
 		return sample{}, err
 	}
 	return summarize(t, before, after, shares, trips, cpu), nil
+}
+
+// floodgateTake decides through floodgate.Limiter over redisstore, as an
+// application or the daemon does; -batch 1 sends each decision alone.
+func floodgateTake(c *redisload.Client, prefix string, a floodgate.Algorithm, o options) (redisload.Take, error) {
+	if a == ratelimit {
+		return nil, nil
+	}
+	st, err := redisstore.New(c.UniversalClient, redisstore.WithPrefix(prefix),
+		redisstore.WithTimeout(time.Second), redisstore.WithBatching(o.batch, 4))
+	if err != nil {
+		return nil, err
+	}
+	lim, err := floodgate.NewLimiter(st, []floodgate.Policy{{
+		Name: "api", Algorithm: a, Quota: o.quota, Window: time.Second, Burst: burst(a),
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, key string) (bool, error) {
+		d, err := lim.Take(ctx, key, 1)
+		return d.Allowed, err
+	}, nil
 }
 
 // burst is the policy's Burst: only the bucket algorithms take one.

@@ -31,7 +31,7 @@ func report(o options, samples map[cell][]sample) {
 
 func row(w io.Writer, t int, a floodgate.Algorithm, n int, ss []sample) {
 	redisUS := med(ss, func(s sample) float64 { return s.redisUS })
-	fmt.Fprintf(w, "%d\t%d\t%v\t%d\t%.0f\t%.2f\t%.1f\t%.3f\t%.2f\t%v\t%.0f\t\n", t+1, len(ss[0].shards), a, n,
+	fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%.0f\t%.2f\t%.1f\t%.3f\t%.2f\t%v\t%.0f\t\n", t+1, len(ss[0].shards), name(a), n,
 		med(ss, func(s sample) float64 { return s.perSec }), redisUS,
 		med(ss, func(s sample) float64 { return s.perCall }),
 		med(ss, func(s sample) float64 { return s.trips }),
@@ -58,7 +58,7 @@ func shards(o options, samples map[cell][]sample) {
 					at := func(f func(shard) float64) float64 {
 						return med(ss, func(s sample) float64 { return f(s.shards[i]) })
 					}
-					fmt.Fprintf(w, "%d\t%v\t%d\t%s\t%.3f\t%.2f\t%.2f\t%.1f\t\n", t+1, a, n, sh.addr,
+					fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%.3f\t%.2f\t%.2f\t%.1f\t\n", t+1, name(a), n, sh.addr,
 						at(func(s shard) float64 { return s.share }), at(func(s shard) float64 { return s.cpuUS }),
 						at(func(s shard) float64 { return s.busy }), at(func(s shard) float64 { return s.perCall }))
 				}
