@@ -14,6 +14,7 @@ const (
 	DefaultStoreType       = "memory"
 	DefaultRedisTimeout    = 50 * time.Millisecond
 	DefaultRedisPrefix     = "fg:"
+	DefaultNearCache       = 10_000
 	DefaultMemoryMaxKeys   = 1_000_000
 	DefaultKey             = "{ip}"
 	DefaultAPIKeyHeader    = "X-API-Key"
@@ -173,7 +174,7 @@ type Redis struct {
 	// Prefix starts every key name; default "fg:".
 	Prefix string `yaml:"prefix"`
 	// NearCache is how many denied keys are answered locally until their
-	// Retry-After; 0 (default) is off.
+	// Retry-After (default DefaultNearCache, a few MB at most); 0 is off.
 	NearCache int `yaml:"near_cache"`
 }
 

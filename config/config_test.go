@@ -334,3 +334,20 @@ func TestEnvoyExample(t *testing.T) {
 		t.Errorf("envoy_rls %+v", cfg.EnvoyRLS)
 	}
 }
+
+// TestNearCacheDefault: the Redis store's near cache is on unless a file
+// turns it off with 0.
+func TestNearCacheDefault(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		want  int
+	}{{"", DefaultNearCache}, {", near_cache: 0", 0}, {", near_cache: 500", 500}} {
+		c, err := Parse("f.yaml", []byte("api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'redis://127.0.0.1:1'"+tc.field+"}}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Store.Redis.NearCache != tc.want {
+			t.Errorf("store.redis {url%s}: near_cache %d, want %d", tc.field, c.Store.Redis.NearCache, tc.want)
+		}
+	}
+}

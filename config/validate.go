@@ -351,7 +351,9 @@ func (v *validator) store() {
 	} else if strings.ContainsAny(r.Prefix, "{}") {
 		v.fail("store.redis.prefix", "must not contain '{' or '}' (they would take the hash tag's place)")
 	}
-	if r.NearCache < 0 {
+	if !v.has("store.redis.near_cache") {
+		r.NearCache = DefaultNearCache
+	} else if r.NearCache < 0 {
 		v.fail("store.redis.near_cache", "must not be negative")
 	}
 }

@@ -16,6 +16,12 @@ import (
 
 func newLocalStore() *memorystore.Store { return memorystore.New(memorystore.WithMaxKeys(100_000)) }
 
+// nearCacheMin is the shortest Retry-After the daemon's near cache keeps:
+// long enough that an entry is likely to answer several requests, short
+// enough that a token bucket refilling 100 units a second (a retry-after of
+// 10 ms) is shielded too.
+const nearCacheMin = 10 * time.Millisecond
+
 // openStore connects the store cfg describes. A Redis that is down is not
 // an error here: decisions follow the failure mode and /readyz says 503
 // until it answers.
@@ -46,7 +52,7 @@ func (s *Server) openStore(cfg *config.Config) error {
 	}
 	opts := []redisstore.Option{redisstore.WithTimeout(sc.Redis.Timeout.D()), redisstore.WithPrefix(sc.Redis.Prefix)}
 	if sc.Redis.NearCache > 0 {
-		opts = append(opts, redisstore.WithNearCache(sc.Redis.NearCache, time.Second))
+		opts = append(opts, redisstore.WithNearCache(sc.Redis.NearCache, nearCacheMin))
 	}
 	st, err := redisstore.New(client, opts...)
 	if err != nil {
