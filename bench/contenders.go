@@ -7,6 +7,11 @@ import (
 	"strings"
 	"time"
 
+	tollbooth "github.com/didip/tollbooth/v7"
+	tblimiter "github.com/didip/tollbooth/v7/limiter"
+	svhttplimit "github.com/sethvargo/go-limiter/httplimit"
+	svmemory "github.com/sethvargo/go-limiter/memorystore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
@@ -55,4 +60,31 @@ func FieldsOnly(limited, next http.Handler) (http.Handler, error) {
 		}
 		next.ServeHTTP(w, r)
 	}), nil
+}
+
+// Sethvargo returns next behind sethvargo/go-limiter's httplimit
+// middleware as the middleware benchmarks configure it: its memory store,
+// quota per minute, keyed by the client IP of RemoteAddr. It sends the
+// three X-RateLimit-* fields, as ulule's middleware does.
+func Sethvargo(quota uint64, next http.Handler) (http.Handler, error) {
+	store, err := svmemory.New(&svmemory.Config{Tokens: quota, Interval: time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	mw, err := svhttplimit.NewMiddleware(store, svhttplimit.IPKeyFunc())
+	if err != nil {
+		return nil, err
+	}
+	return mw.Handle(next), nil
+}
+
+// Tollbooth returns next behind didip/tollbooth's LimitHandler: a token
+// bucket of quota per minute (tollbooth counts per second, burst the same),
+// keyed by the client IP of RemoteAddr only. It sends six fields:
+// X-Rate-Limit-Limit, -Duration and -Request-Remote-Addr, and
+// RateLimit-Limit, -Reset and -Remaining.
+func Tollbooth(quota float64, next http.Handler) http.Handler {
+	lmt := tollbooth.NewLimiter(quota/60, &tblimiter.ExpirableOptions{DefaultExpirationTTL: time.Hour})
+	lmt.SetIPLookups([]string{"RemoteAddr"})
+	return tollbooth.LimitHandler(lmt, next)
 }

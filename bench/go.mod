@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/floodgate/floodgate => ../
 
 require (
+	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate/floodgate v0.0.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
@@ -23,6 +24,7 @@ require (
 	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/go-pkgz/expirable-cache/v3 v3.0.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect

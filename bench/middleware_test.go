@@ -45,6 +45,10 @@ func BenchmarkMiddleware(b *testing.B) {
 
 	// ulule: the same quota per minute per client IP, its memory store.
 	ul := ulstdlib.NewMiddleware(limiter.New(ulmemory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1e6}))
+	sv, err := Sethvargo(1e6, trivial)
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	for _, c := range []struct {
 		name string
@@ -59,6 +63,10 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"floodgate-none", newFloodgate(engine.None)},
 		{"fields-only", fieldsOnly},
 		{"ulule", ul.Handler(trivial)},
+		// The three legacy fields, as ulule.
+		{"sethvargo", sv},
+		// Six fields of its own.
+		{"tollbooth", Tollbooth(1e6, trivial)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

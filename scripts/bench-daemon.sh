@@ -5,7 +5,10 @@
 #      store, one rule whose quota is never reached) in front of the same
 #      upstream; the gateway should reach >= 0.9x the plain proxy;
 #   2. decision API: POST /v1/check on the memory store (>= 30,000/s) and on
-#      the local Redis of scripts/services-up.sh (>= 25,000/s).
+#      the local Redis of scripts/services-up.sh (>= 25,000/s); for these
+#      runs it also prints the daemon's CPU per decision (user + system of
+#      its process, from /proc; targets <= 20 us memory, <= 35 us Redis)
+#      and, on Redis, redis-server's (INFO cpu).
 #
 #   scripts/bench-daemon.sh                 # 3 rounds, 5 s per run, 64 connections
 #   ROUNDS=5 DURATION=3 CONNECTIONS=64 scripts/bench-daemon.sh
@@ -62,6 +65,7 @@ rules:
   - {name: all, match: "/", key: "{ip}", policies: [roomy]}
 YAML
 "$work/floodgate" serve --no-watch -c "$work/gateway.yaml" & pids+=($!)
+mempid=$!
 if [[ -n ${FLOODGATE_TEST_REDIS:-} ]]; then
   cat >"$work/redis.yaml" <<YAML
 api: {listen: "$apiredis"}
@@ -73,6 +77,7 @@ rules:
   - {name: all, match: "/", policies: [roomy]}
 YAML
   "$work/floodgate" serve --no-watch -c "$work/redis.yaml" & pids+=($!)
+  redispid=$!
   wait_port "$apiredis"
 fi
 for a in "$up" "$plain" "$gw" "$api"; do wait_port "$a"; done
@@ -83,13 +88,33 @@ wrk.body = '{"key":"user-42","rule":"all"}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
+# cpu_ticks PID: user + system CPU of a process, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# redis_cpu: used_cpu_user + used_cpu_sys of the bench's Redis, in seconds.
+redis_cpu() {
+  redis-cli -h "${FLOODGATE_TEST_REDIS%:*}" -p "${FLOODGATE_TEST_REDIS##*:}" info cpu |
+    awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.3f", s}'
+}
 # run NAME URL [wrk args...]: a 1 s warm-up, then the timed run; prints
-# requests/s and fails on any non-2xx answer or socket error.
+# requests/s, p99 and, with CPU_PID set, that process's CPU µs per request
+# (and with REDIS_CPU=1 redis-server's); fails on any non-2xx answer or
+# socket error.
 run() {
-  local name=$1 url=$2 out rps p99
+  local name=$1 url=$2 out rps p99 t0 t1 r0 r1 n cpu=- rcpu=-
   shift 2
   wrk -t"$threads" -c"$conns" -d1s "$@" "$url" >/dev/null
+  [[ -n ${CPU_PID:-} ]] && t0=$(cpu_ticks "$CPU_PID")
+  [[ -n ${REDIS_CPU:-} ]] && r0=$(redis_cpu)
   out=$(wrk -t"$threads" -c"$conns" -d"${dur}s" --latency "$@" "$url")
+  n=$(awk '/requests in/ {print $1}' <<<"$out")
+  if [[ -n ${CPU_PID:-} ]]; then
+    t1=$(cpu_ticks "$CPU_PID")
+    cpu=$(awk -v a="$t0" -v b="$t1" -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (b - a) / hz * 1e6 / n}')
+  fi
+  if [[ -n ${REDIS_CPU:-} ]]; then
+    r1=$(redis_cpu)
+    rcpu=$(awk -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN {printf "%.2f", (b - a) * 1e6 / n}')
+  fi
   if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
     echo "$out" >&2
     die "$name: failed requests"
@@ -97,7 +122,7 @@ run() {
   rps=$(awk '/^Requests\/sec:/ {printf "%d", $2}' <<<"$out")
   [[ -n $rps ]] || die "$name: wrk printed no result"
   p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
-  printf '%s %s %s\n' "$name" "$rps" "$p99"
+  printf '%s %s %s %s %s\n' "$name" "$rps" "$p99" "$cpu" "$rcpu"
 }
 
 # This machine's speed drifts by up to 2x within minutes, so the runs
@@ -116,19 +141,20 @@ results=$(
       run floodgate-gateway "http://$gw/api/items"
       run plain-reverseproxy "http://$plain/api/items"
     fi
-    run check-memory "http://$api/v1/check" -s "$work/check.lua"
+    CPU_PID=$mempid run check-memory "http://$api/v1/check" -s "$work/check.lua"
     if [[ -n ${FLOODGATE_TEST_REDIS:-} ]]; then
-      run check-redis "http://$apiredis/v1/check" -s "$work/check.lua"
+      CPU_PID=$redispid REDIS_CPU=1 run check-redis "http://$apiredis/v1/check" -s "$work/check.lua"
     fi
   done
 )
 # median reads one number a line and prints their median (nothing for none).
 median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 get() { awk -v n="$1" '$1 == n {print $2}' <<<"$results" | median | awk '{printf "%d\n", $1}'; }
-printf '%-20s %12s   %s\n' run requests/s "each round (p99)"
+col() { awk -v n="$1" -v c="$2" '$1 == n && $c != "-" {print $c}' <<<"$results" | median; }
+printf '%-20s %12s %12s %12s   %s\n' run requests/s "daemon µs" "Redis µs" "each round (p99; daemon µs/req; Redis µs/req)"
 for name in upstream-direct plain-reverseproxy floodgate-gateway check-memory check-redis; do
-  each=$(awk -v n="$name" '$1 == n {printf "%s (%s)  ", $2, $3}' <<<"$results")
-  if [[ -n $each ]]; then printf '%-20s %12s   %s\n' "$name" "$(get "$name")" "$each"; fi
+  each=$(awk -v n="$name" '$1 == n {printf "%s (%s; %s; %s)  ", $2, $3, $4, $5}' <<<"$results")
+  if [[ -n $each ]]; then printf '%-20s %12s %12s %12s   %s\n' "$name" "$(get "$name")" "$(col "$name" 4)" "$(col "$name" 5)" "$each"; fi
 done
 
 status=0

@@ -2,8 +2,9 @@
 # The middleware's cost over the wire: wrk against a trivial handler, bare,
 # behind httplimit with its default fields, the legacy fields only and no
 # fields, with the default fields set as constants and no middleware (the
-# floor under any middleware sending them), and behind ulule/limiter's
-# middleware (bench/cmd/mwserve). Each round takes all six in turn, so
+# floor under any middleware sending them), and behind ulule/limiter's,
+# sethvargo/go-limiter's httplimit and didip/tollbooth's middleware
+# (bench/cmd/mwserve). Each round takes all eight in turn, so
 # that load changes on this shared machine hit every side alike. Prints
 # requests/s per round and, per server, the ratio of its median to the
 # bare handler's (target for the default: >= 0.93).
@@ -15,14 +16,15 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/scripts/lib.sh"
 rounds=${ROUNDS:-3} dur=${DURATION:-5} conns=${CONNECTIONS:-64}
 bare=127.0.0.1:18190 limited=127.0.0.1:18191 legacy=127.0.0.1:18192 ulule=127.0.0.1:18193
-none=127.0.0.1:18194 fields=127.0.0.1:18195
+none=127.0.0.1:18194 fields=127.0.0.1:18195 sethvargo=127.0.0.1:18196 tollbooth=127.0.0.1:18197
 command -v wrk >/dev/null || { echo "wrk is not installed: run scripts/services-up.sh" >&2; exit 1; }
 bin=$(mktemp -d)/mwserve
 (cd "$root/bench" && go build -o "$bin" ./cmd/mwserve)
-"$bin" -bare "$bare" -limited "$limited" -legacy "$legacy" -ulule "$ulule" -none "$none" -fields "$fields" &
+"$bin" -bare "$bare" -limited "$limited" -legacy "$legacy" -ulule "$ulule" -none "$none" -fields "$fields" \
+  -sethvargo "$sethvargo" -tollbooth "$tollbooth" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$(dirname "$bin")"' EXIT
-for a in "$bare" "$limited" "$legacy" "$ulule" "$none" "$fields"; do wait_port "$a"; done
+for a in "$bare" "$limited" "$legacy" "$ulule" "$none" "$fields" "$sethvargo" "$tollbooth"; do wait_port "$a"; done
 
 rps() {
   local out
@@ -36,7 +38,8 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 results=""
 for i in $(seq "$rounds"); do
   line="round $i:"
-  for s in bare:$bare floodgate:$limited floodgate-legacy:$legacy floodgate-none:$none fields-only:$fields ulule:$ulule; do
+  for s in bare:$bare floodgate:$limited floodgate-legacy:$legacy floodgate-none:$none fields-only:$fields ulule:$ulule \
+    sethvargo:$sethvargo tollbooth:$tollbooth; do
     r=$(rps "${s#*:}")
     results+="${s%%:*} $r"$'\n'
     line+=" ${s%%:*} $r"
@@ -45,6 +48,6 @@ for i in $(seq "$rounds"); do
 done
 get() { awk -v n="$1" '$1 == n {print $2}' <<<"$results" | median; }
 mb=$(get bare)
-for s in floodgate floodgate-legacy floodgate-none fields-only ulule; do
+for s in floodgate floodgate-legacy floodgate-none fields-only ulule sethvargo tollbooth; do
   awk -v n="$s" -v b="$mb" -v l="$(get "$s")" 'BEGIN {printf "median: %-16s %.0f req/s, %.3f x bare (%.0f)\n", n, l, l/b, b}'
 done

@@ -67,7 +67,9 @@ func (s *Server) openStore(cfg *config.Config) error {
 
 // RedisClient builds the go-redis client for a store.redis section:
 // standalone from URL, a ClusterClient from Cluster, or a failover client
-// from Sentinel.
+// from Sentinel. Every one honours context deadlines on its sockets
+// (ContextTimeoutEnabled), so that the store runs a lone decision on the
+// caller's goroutine instead of handing it to another and back.
 func RedisClient(rc config.Redis) (redis.UniversalClient, error) {
 	switch {
 	case rc.URL != "":
@@ -75,13 +77,16 @@ func RedisClient(rc config.Redis) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: store.redis.url: %w", err)
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
 	case len(rc.Cluster) > 0:
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Username: rc.Username, Password: rc.Password}), nil
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Username: rc.Username, Password: rc.Password,
+			ContextTimeoutEnabled: true}), nil
 	case rc.Sentinel != nil:
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: rc.Sentinel.Master, SentinelAddrs: rc.Sentinel.Addrs,
 			SentinelPassword: rc.Sentinel.Password, Username: rc.Username, Password: rc.Password,
+			ContextTimeoutEnabled: true,
 		}), nil
 	}
 	return nil, fmt.Errorf("server: store.redis needs url, cluster or sentinel")

@@ -5,8 +5,10 @@
 // each, one GCRA rule keyed by client IP whose quota, a hundred million a
 // minute, is never reached); fields, no middleware but the handler setting
 // as constants the five fields a default response carries, the floor under
-// any middleware that sends them; and ulule, behind ulule/limiter's
-// net/http middleware with the same quota.
+// any middleware that sends them; ulule, behind ulule/limiter's
+// net/http middleware with the same quota; sethvargo and tollbooth,
+// behind sethvargo/go-limiter's httplimit and didip/tollbooth's
+// LimitHandler, the same quota again (bench.Sethvargo, bench.Tollbooth).
 //
 //	go run ./cmd/mwserve -bare 127.0.0.1:18190 -limited 127.0.0.1:18191 ...
 package main
@@ -29,12 +31,14 @@ import (
 
 func main() {
 	addrs := map[string]*string{
-		"bare":    flag.String("bare", "127.0.0.1:18190", "address of the bare handler"),
-		"limited": flag.String("limited", "127.0.0.1:18191", "address of the handler behind the middleware, default fields"),
-		"legacy":  flag.String("legacy", "127.0.0.1:18192", "address of the handler behind the middleware, legacy fields only"),
-		"ulule":   flag.String("ulule", "127.0.0.1:18193", "address of the handler behind ulule/limiter's middleware"),
-		"none":    flag.String("none", "127.0.0.1:18194", "address of the handler behind the middleware, no fields"),
-		"fields":  flag.String("fields", "127.0.0.1:18195", "address of the handler setting the default fields as constants"),
+		"bare":      flag.String("bare", "127.0.0.1:18190", "address of the bare handler"),
+		"limited":   flag.String("limited", "127.0.0.1:18191", "address of the handler behind the middleware, default fields"),
+		"legacy":    flag.String("legacy", "127.0.0.1:18192", "address of the handler behind the middleware, legacy fields only"),
+		"ulule":     flag.String("ulule", "127.0.0.1:18193", "address of the handler behind ulule/limiter's middleware"),
+		"none":      flag.String("none", "127.0.0.1:18194", "address of the handler behind the middleware, no fields"),
+		"fields":    flag.String("fields", "127.0.0.1:18195", "address of the handler setting the default fields as constants"),
+		"sethvargo": flag.String("sethvargo", "127.0.0.1:18196", "address of the handler behind sethvargo/go-limiter's httplimit"),
+		"tollbooth": flag.String("tollbooth", "127.0.0.1:18197", "address of the handler behind didip/tollbooth"),
 	}
 	flag.Parse()
 
@@ -51,13 +55,19 @@ func main() {
 		log.Fatal(err)
 	}
 	ul := ulstdlib.NewMiddleware(limiter.New(ulmemory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1e8}))
+	sv, err := bench.Sethvargo(1e8, trivial)
+	if err != nil {
+		log.Fatal(err)
+	}
 	handlers := map[string]http.Handler{
-		"bare":    trivial,
-		"limited": wrap(engine.Both),
-		"legacy":  wrap(engine.Legacy),
-		"none":    wrap(engine.None),
-		"fields":  fields,
-		"ulule":   ul.Handler(trivial),
+		"bare":      trivial,
+		"limited":   wrap(engine.Both),
+		"legacy":    wrap(engine.Legacy),
+		"none":      wrap(engine.None),
+		"fields":    fields,
+		"ulule":     ul.Handler(trivial),
+		"sethvargo": sv,
+		"tollbooth": bench.Tollbooth(1e8, trivial),
 	}
 	errs := make(chan error)
 	for name, h := range handlers {
