@@ -51,6 +51,7 @@ go build -o "$work/floodgate" ./cmd/floodgate
 (cd bench && go test -c -o "$work/bench.test" .)
 
 FG_BENCH_UPSTREAM=$up "$work/bench.test" -test.run '^TestHelperUpstream$' >/dev/null 2>&1 & pids+=($!)
+uppid=$!
 FG_BENCH_PROXY=$plain FG_BENCH_PROXY_UPSTREAM=$up "$work/bench.test" -test.run '^TestHelperPlainProxy$' >/dev/null 2>&1 & pids+=($!)
 
 policies='policies:
@@ -133,7 +134,7 @@ run() {
 echo "wrk -t$threads -c$conns -d${dur}s, $rounds rounds, on $(nproc) cores ($(uname -m)), $(go env GOVERSION)" >&2
 results=$(
   for ((i = 1; i <= rounds; i++)); do
-    run upstream-direct "http://$up/api/items"     # the ceiling: a bare Go handler on this machine
+    CPU_PID=$uppid run upstream-direct "http://$up/api/items" # the ceiling: a bare Go handler on this machine
     if ((i % 2)); then
       run plain-reverseproxy "http://$plain/api/items"
       run floodgate-gateway "http://$gw/api/items"

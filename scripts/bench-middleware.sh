@@ -11,12 +11,14 @@
 #
 #   scripts/bench-middleware.sh              # 3 rounds of 5 s, 64 connections
 #   ROUNDS=5 DURATION=10 scripts/bench-middleware.sh
+#   BASE_PORT=7930 scripts/bench-middleware.sh   # its eight ports from 7930 (default 18190)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/scripts/lib.sh"
 rounds=${ROUNDS:-3} dur=${DURATION:-5} conns=${CONNECTIONS:-64}
-bare=127.0.0.1:18190 limited=127.0.0.1:18191 legacy=127.0.0.1:18192 ulule=127.0.0.1:18193
-none=127.0.0.1:18194 fields=127.0.0.1:18195 sethvargo=127.0.0.1:18196 tollbooth=127.0.0.1:18197
+b=${BASE_PORT:-18190}
+bare=127.0.0.1:$b limited=127.0.0.1:$((b + 1)) legacy=127.0.0.1:$((b + 2)) ulule=127.0.0.1:$((b + 3))
+none=127.0.0.1:$((b + 4)) fields=127.0.0.1:$((b + 5)) sethvargo=127.0.0.1:$((b + 6)) tollbooth=127.0.0.1:$((b + 7))
 command -v wrk >/dev/null || { echo "wrk is not installed: run scripts/services-up.sh" >&2; exit 1; }
 bin=$(mktemp -d)/mwserve
 (cd "$root/bench" && go build -o "$bin" ./cmd/mwserve)
