@@ -27,7 +27,10 @@
 // Concurrent Takes are coalesced: while earlier calls wait on Redis, new
 // ones queue, and each answered batch is followed at once by one script call
 // carrying everything queued (one call per hash slot on a Cluster,
-// pipelined). A lone caller is sent at once. WithNearCache adds an
+// pipelined per master). A lone caller is sent at once. On a Cluster whose
+// slots are moving, only the calls answered MOVED, ASK or TRYAGAIN (which
+// did not run) are sent again, so no decision is spent twice; TRYAGAIN is
+// retried for up to 2 ms before it counts as a failure. WithNearCache adds an
 // in-process cache of denials, so a client that keeps hammering a denied key
 // costs Redis nothing until its RetryAfter.
 //
