@@ -64,10 +64,12 @@ func FieldsOnly(limited, next http.Handler) (http.Handler, error) {
 
 // Sethvargo returns next behind sethvargo/go-limiter's httplimit
 // middleware as the middleware benchmarks configure it: its memory store,
-// quota per minute, keyed by the client IP of RemoteAddr. It sends the
-// three X-RateLimit-* fields, as ulule's middleware does.
+// quota per minute as quota/60 per second (with a hundred million tokens
+// per minute its bucket refused requests long before the quota), keyed by
+// the client IP of RemoteAddr. It sends the three X-RateLimit-* fields, as
+// ulule's middleware does.
 func Sethvargo(quota uint64, next http.Handler) (http.Handler, error) {
-	store, err := svmemory.New(&svmemory.Config{Tokens: quota, Interval: time.Minute})
+	store, err := svmemory.New(&svmemory.Config{Tokens: quota / 60, Interval: time.Second})
 	if err != nil {
 		return nil, err
 	}

@@ -63,9 +63,10 @@ func putRequest(r *request) {
 // Batches run on executor goroutines, so that callers wait with their own
 // deadline and can leave whether or not the Redis client honours context
 // deadlines on its sockets. The one exception saves a lone caller two
-// goroutine switches: when the client does honour them (inline) and the
-// batch is the caller's request alone, the caller runs it itself, bounded
-// by its own context.
+// goroutine switches: when the client does honour them (inline) and no
+// other batch is in flight (nothing is queued then either), the caller runs
+// its request itself, bounded by its own context. Under load, requests keep
+// going to the executors, whose batches carry many decisions per call.
 type batcher struct {
 	maxBatch    int
 	maxInFlight int
@@ -88,7 +89,7 @@ func (b *batcher) submit(ctx context.Context, r *request) {
 		return
 	}
 	b.inFlight++
-	if b.inline && len(b.queue) == 0 {
+	if b.inline && b.inFlight == 1 {
 		r.state.Store(taken)
 		b.mu.Unlock()
 		ctx, cancel := context.WithTimeout(ctx, b.timeout)
