@@ -152,7 +152,7 @@ func NewLimiter(store Store, policies []Policy, opts ...Option) (*Limiter, error
 	if err := ValidatePolicies(policies); err != nil {
 		return nil, err
 	}
-	c := config{retryStore: 200 * time.Millisecond, logEvery: 10 * time.Second, logger: slog.Default(), clock: systemClock{}}
+	c := config{retryStore: 200 * time.Millisecond, logEvery: 10 * time.Second, logger: slog.Default(), clock: SystemClock}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -211,7 +211,9 @@ func (c *config) check() error {
 	return nil
 }
 
-// systemClock is the default Clock.
+// SystemClock is the default Clock: the time.Now, and timers.
+var SystemClock Clock = systemClock{}
+
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -27,8 +26,9 @@ type Config struct {
 	// Logger gets the Limiters' store-failure records; default
 	// slog.Default().
 	Logger *slog.Logger
-	// Clock is what throttling waits on; default the real clock.
-	Clock Clock
+	// Clock is what throttling and the rules' Limiters read and wait on;
+	// default floodgate.SystemClock.
+	Clock floodgate.Clock
 }
 
 // Blocker holds keys refused outright for a while, e.g. after abuse was
@@ -80,28 +80,6 @@ type Event struct {
 	Reason string
 }
 
-// Clock is the time throttling reads and waits on.
-type Clock interface {
-	Now() time.Time
-	// Sleep waits d, or until ctx ends (returning its error).
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // Engine compiles rules and decides requests against them. It is safe for
 // concurrent use.
 type Engine struct {
@@ -111,7 +89,7 @@ type Engine struct {
 	capacity Capacity
 	observer Observer
 	logger   *slog.Logger
-	clock    Clock
+	clock    floodgate.Clock
 }
 
 // New returns an Engine, or an error when cfg has no Store.
@@ -125,7 +103,7 @@ func New(cfg Config) (*Engine, error) {
 		e.logger = slog.Default()
 	}
 	if e.clock == nil {
-		e.clock = realClock{}
+		e.clock = floodgate.SystemClock
 	}
 	return e, nil
 }

@@ -186,9 +186,11 @@ func (c *Compiled) build(policies []floodgate.Policy, caps []floodgate.Concurren
 		}
 	}
 	if len(policies) > 0 {
-		opts := []floodgate.Option{floodgate.WithFailureMode(c.failure), floodgate.WithLogger(c.e.logger)}
+		opts := []floodgate.Option{floodgate.WithLogger(c.e.logger), floodgate.WithClock(c.e.clock)}
 		if c.failure == floodgate.FailToLocal {
 			opts = append(opts, floodgate.WithLocalFallback(c.e.local, c.share))
+		} else {
+			opts = append(opts, floodgate.WithFailureMode(c.failure))
 		}
 		l, err := floodgate.NewLimiter(c.e.store, s.policies, opts...)
 		if err != nil {
