@@ -119,6 +119,7 @@ const gw = "gateway: {listen: ':0', upstream: demo}\n"
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"syntax", "api:\n  listen: [\n", "f.yaml:2: did not find expected node content"},
+		{"tab", "api:\n\tlisten: ':1'\n", "f.yaml:2: a tab where YAML allows only spaces (indent with spaces)"},
 		{"no face", "admin: {listen: ':1'}\n", "f.yaml: no face is switched on: configure at least one of gateway, api, forward_auth and envoy_rls"},
 		{"unset env", minimal + "admin: {token: '${FG_SURELY_UNSET}'}\n", "f.yaml:2: admin.token: environment variable FG_SURELY_UNSET is not set (write ${FG_SURELY_UNSET:-default} for a fallback)"},
 		{"env in flow mapping", minimal + "admin: {listen: ':2', token: ${FG_SURELY_UNSET}}\n", "f.yaml:2: ${FG_SURELY_UNSET} inside { } or [ ] must be quoted, e.g. '${FG_SURELY_UNSET}': YAML reads its braces as the collection's"},

@@ -119,6 +119,9 @@ func Parse(file string, data []byte) (*Config, error) {
 			}
 			e.Line = max(min(e.Line+1, lines), 1)
 		}
+		if e.Line > 0 && strings.Contains(e.Msg, "cannot start any token") && bytes.Contains(lineOf(data, e.Line), []byte("\t")) {
+			e.Msg = "a tab where YAML allows only spaces (indent with spaces)"
+		}
 		if line, ref, ok := unquotedEnv(data); ok {
 			// The YAML parser's own message ("did not find expected ','
 			// or '}'") says nothing of the cause, nor always the line.
@@ -205,4 +208,13 @@ func envInFlow(data []byte) (line, at, n int) {
 		}
 	}
 	return 0, -1, 0
+}
+
+// lineOf returns line n (from 1) of data, without its newline.
+func lineOf(data []byte, n int) []byte {
+	lines := bytes.SplitN(data, []byte("\n"), n+1)
+	if n > len(lines) {
+		return nil
+	}
+	return lines[n-1]
 }

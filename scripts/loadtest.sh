@@ -20,10 +20,15 @@ cleanup() {
 }
 trap cleanup EXIT
 go build -o "$work/floodgate" ./cmd/floodgate
+if (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; then
+  echo "loadtest: 127.0.0.1:8080 is taken (is make run up?); stop it first, or this would load-test that process" >&2
+  exit 1
+fi
 # Quiet the per-429 warnings; the summary counts them.
 sed 's/^headers:/log: {level: error}\nheaders:/' examples/quickstart.yaml >"$work/quickstart.yaml"
 "$work/floodgate" serve --no-watch -c "$work/quickstart.yaml" &
 pid=$!
 wait_port 127.0.0.1:8080
+kill -0 "$pid" 2>/dev/null || { echo "loadtest: the daemon did not start" >&2; exit 1; }
 "$work/floodgate" loadtest http://127.0.0.1:8080/api/items \
   -d "${DURATION:-10s}" -c "${CONNECTIONS:-32}" --vary-header X-API-Key --keys 10 --check

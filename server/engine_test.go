@@ -75,6 +75,10 @@ func TestAPIThroughEngine(t *testing.T) {
 		}
 	}
 
+	if v, _, _ := verdict(`{"key":"d","policies":["login"]}`); v != "allowed" {
+		t.Fatalf("check of a policy list: %q", v)
+	}
+
 	metrics := adminGet(t, f, "/metrics")
 	for _, want := range []string{
 		`floodgate_decisions_total{outcome="shadow_denied",policy="trial",rule="trial"} 2`,
@@ -83,6 +87,8 @@ func TestAPIThroughEngine(t *testing.T) {
 		`floodgate_decisions_total{outcome="blocked",policy="",rule="login"} 1`,
 		`floodgate_decisions_total{outcome="reduced",policy="api",rule="api"} 1`,
 		`floodgate_abuse_alerts_total{rule="login"} 1`,
+		// A caller's policy list is labelled by a fixed name, not by what it sent.
+		`floodgate_decisions_total{outcome="allowed",policy="",rule="(policies)"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
@@ -93,8 +99,8 @@ func TestAPIThroughEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	tot := data.Stats.Totals
-	if tot.Allowed != 8 || tot.Shadow != 2 || tot.Limited != 2 || tot.Blocked != 1 || tot.Reduced != 1 {
-		t.Errorf("dashboard totals %+v, want 8 allowed, 2 shadow, 2 limited, 1 blocked, 1 reduced", tot)
+	if tot.Allowed != 9 || tot.Shadow != 2 || tot.Limited != 2 || tot.Blocked != 1 || tot.Reduced != 1 {
+		t.Errorf("dashboard totals %+v, want 9 allowed, 2 shadow, 2 limited, 1 blocked, 1 reduced", tot)
 	}
 	login := data.Top.Rules["login"]
 	if len(login) != 1 || login[0].Key != httplimit.Fingerprint("victim") || login[0].Count != 2 {

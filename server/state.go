@@ -183,8 +183,8 @@ func mustMode(s string) floodgate.FailureMode {
 // set returns the compiled rule for an API caller's list of policy
 // names, building it on first use. At most maxSets lists are kept: beyond
 // them a rule is compiled for the one call, which is slower but bounded.
-// The rule is named by its policies joined with "+", which is what its
-// decisions are labelled with.
+// Every such rule is named "(policies)": metric labels and events carry
+// names from the configuration only, never what a caller sent.
 func (s *Server) set(st *state, names []string) (*engine.Compiled, error) {
 	key := strings.Join(names, "+")
 	st.mu.Lock()
@@ -206,7 +206,7 @@ func (s *Server) set(st *state, names []string) (*engine.Compiled, error) {
 	}
 	// Compile runs floodgate.ValidatePolicies, which catches a name given
 	// twice.
-	c, err := s.eng.Compile(engine.Rule{Name: key, Policies: ps, FailureMode: mustMode(st.cfg.Store.FailureMode), LocalShare: st.cfg.Store.LocalShare})
+	c, err := s.eng.Compile(engine.Rule{Name: adhocRule, Policies: ps, FailureMode: mustMode(st.cfg.Store.FailureMode), LocalShare: st.cfg.Store.LocalShare})
 	if err != nil {
 		msg := err.Error()
 		if i := strings.LastIndex(msg, floodgate.ErrInvalidPolicy.Error()+": "); i >= 0 {
@@ -229,6 +229,9 @@ func isCap(cfg *config.Config, name string) bool {
 }
 
 const maxSets = 1024
+
+// adhocRule names the rules of policy lists checked through the API.
+const adhocRule = "(policies)"
 
 // rule compiles rule i of cfg for the middleware.
 func (s *Server) rule(cfg *config.Config, st *state, i int) (httplimit.Rule, error) {
