@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -112,7 +113,7 @@ func Parse(file string, data []byte) (*Domain, error) {
 		if err == io.EOF {
 			return nil, fmt.Errorf("%w: %s: empty file", ErrInvalid, file)
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
+		return nil, yamlError(file, err)
 	}
 	if err := checkDepth(&root, 0); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
@@ -121,12 +122,41 @@ func Parse(file string, data []byte) (*Domain, error) {
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	if err := strict.Decode(d); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
+		return nil, yamlError(file, err)
 	}
 	if err := d.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
 	}
 	return d, nil
+}
+
+// yamlMessage is one of yaml.v3's messages: "line N: what".
+var yamlMessage = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// unknownField is yaml.v3's message for a field a strict decoder does not
+// know: "field algoritm not found in type envoyrls.RateLimit".
+var unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+
+// yamlError words a YAML decoding error as "file:line: what", one per
+// line, naming an unknown field as such rather than by a Go type.
+func yamlError(file string, err error) error {
+	msgs := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	out := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		where := file
+		if g := yamlMessage.FindStringSubmatch(strings.TrimSpace(m)); g != nil {
+			where, m = file+":"+g[1], g[2]
+		}
+		if g := unknownField.FindStringSubmatch(m); g != nil {
+			m = fmt.Sprintf("unknown field %q", g[1])
+		}
+		out = append(out, where+": "+m)
+	}
+	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(out, "; "))
 }
 
 // checkDepth refuses documents nested beyond any real tree, and aliases,

@@ -130,3 +130,12 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnknownFieldWording: a misspelt field is named with its file and
+// line, not by a Go type name.
+func TestUnknownFieldWording(t *testing.T) {
+	_, err := Parse("rl.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5, algoritm: gcra}\n"))
+	if err == nil || err.Error() != `envoyrls: invalid configuration: rl.yaml:4: unknown field "algoritm"` {
+		t.Fatalf("error %v", err)
+	}
+}
