@@ -1,0 +1,185 @@
+package archtest
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/floodgate/floodgate"
+
+// pkg is one package of the module as `go list` reports it, with paths
+// relative to the module ("" for the root package).
+type pkg struct {
+	dir     string
+	imports []string // direct, relative for the module's own
+	deps    []string // transitive, likewise
+}
+
+func listPackages(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", module+"/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]pkg{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		p := pkg{dir: rel(f[0]), imports: rels(f[1]), deps: rels(f[2])}
+		pkgs[p.dir] = p
+	}
+	return pkgs
+}
+
+func rel(path string) string {
+	if path == module {
+		return ""
+	}
+	if r, ok := strings.CutPrefix(path, module+"/"); ok {
+		return r
+	}
+	return path
+}
+
+func rels(s string) []string {
+	var out []string
+	for _, p := range strings.Fields(s) {
+		out = append(out, rel(p))
+	}
+	return out
+}
+
+// under reports whether dir is one of roots or inside one.
+func under(dir string, roots ...string) bool {
+	for _, r := range roots {
+		if dir == r || strings.HasPrefix(dir, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// The arrows of docs/ARCHITECTURE.md, as what each layer must not reach.
+// Deps are transitive; "direct" rules look at the package's own imports
+// only (the engine reaches net/http through header's field syntax, but
+// speaks no HTTP itself).
+var rules = []struct {
+	name   string
+	of     func(dir string) bool
+	forbid []string
+	direct bool
+}{
+	{
+		name:   "nothing below the daemon imports config, server or cmd",
+		of:     func(d string) bool { return !under(d, "server", "cmd", "config", "internal/archtest") },
+		forbid: []string{"config", "server", "cmd"},
+	},
+	{
+		name:   "the library core and the stores speak no HTTP and know no door",
+		of:     func(d string) bool { return d == "" || under(d, "algorithm", "memorystore", "redisstore", "storetest") },
+		forbid: []string{"net/http", "header", "httplimit", "grpclimit", "envoyrls", "engine", "metrics", "ops", "tier", "config", "server", "client", "clientip"},
+	},
+	{
+		name:   "the engine is below every door",
+		of:     func(d string) bool { return d == "engine" },
+		forbid: []string{"httplimit", "grpclimit", "envoyrls", "ops", "tier", "metrics", "config", "server", "clientip"},
+	},
+	{
+		name:   "the engine writes fields into maps, not HTTP messages",
+		of:     func(d string) bool { return d == "engine" },
+		forbid: []string{"net/http"},
+		direct: true,
+	},
+	{
+		name:   "the client is a peer of the daemon, not part of it",
+		of:     func(d string) bool { return d == "client" },
+		forbid: []string{"engine", "httplimit", "ops", "tier", "config", "server", "redisstore", "memorystore"},
+	},
+}
+
+func TestDependencyDirection(t *testing.T) {
+	pkgs := listPackages(t)
+	for _, r := range rules {
+		matched := false
+		for _, dir := range sortedKeys(pkgs) {
+			if !r.of(dir) {
+				continue
+			}
+			matched = true
+			p := pkgs[dir]
+			list := p.deps
+			if r.direct {
+				list = p.imports
+			}
+			for _, d := range list {
+				if under(d, r.forbid...) {
+					t.Errorf("%s: %s imports %s", r.name, name(dir), d)
+				}
+			}
+		}
+		if !matched {
+			t.Errorf("%s: no package is checked (was one renamed?)", r.name)
+		}
+	}
+}
+
+func name(dir string) string {
+	if dir == "" {
+		return "floodgate"
+	}
+	return dir
+}
+
+func sortedKeys(m map[string]pkg) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// mapEntry is a line of the package map: two spaces, a directory ending in
+// "/", then its description.
+var mapEntry = regexp.MustCompile(`^  ([a-z0-9_/]+)/\s`)
+
+// TestPackageMap: the map in docs/ARCHITECTURE.md lists every package of
+// the module (examples/ stands for the runnable examples under it) and
+// nothing that is not one.
+func TestPackageMap(t *testing.T) {
+	f, err := os.Open("../../docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mapped := map[string]bool{"": true} // the map's first line is the module itself
+	inMap := false
+	for s := bufio.NewScanner(f); s.Scan(); {
+		line := s.Text()
+		switch {
+		case strings.HasPrefix(line, "```"):
+			inMap = !inMap
+		case inMap:
+			if m := mapEntry.FindStringSubmatch(line); m != nil {
+				mapped[m[1]] = true
+			}
+		}
+	}
+	pkgs := listPackages(t)
+	for _, dir := range sortedKeys(pkgs) {
+		if !mapped[dir] && !under(dir, "examples") {
+			t.Errorf("package %s is missing from docs/ARCHITECTURE.md's package map", dir)
+		}
+	}
+	for dir := range mapped {
+		if _, ok := pkgs[dir]; !ok && dir != "examples" && dir != "bench" {
+			t.Errorf("docs/ARCHITECTURE.md's package map lists %s/, which is not a package", dir)
+		}
+	}
+}
