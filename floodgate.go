@@ -163,13 +163,13 @@ type Concurrency struct {
 }
 
 // Validate reports whether c can be enforced. The error wraps
-// ErrInvalidPolicy and names c and the field at fault.
+// ErrInvalidPolicy: a *PolicyError naming c and the field at fault.
 func (c Concurrency) Validate() error {
-	if err := validName(c.Name); err != nil {
-		return fmt.Errorf("%w: concurrency %q: %v", ErrInvalidPolicy, c.Name, err)
+	if msg := validName(c.Name); msg != "" {
+		return &PolicyError{Kind: "concurrency", Name: c.Name, Field: "name", Msg: msg}
 	}
 	if c.Max <= 0 {
-		return fmt.Errorf("%w: concurrency %q: max must be positive, got %d", ErrInvalidPolicy, c.Name, c.Max)
+		return &PolicyError{Kind: "concurrency", Name: c.Name, Field: "max", Msg: fmt.Sprintf("must be positive, got %d", c.Max)}
 	}
 	return nil
 }

@@ -47,6 +47,16 @@ func ParseFailureMode(s string) (FailureMode, error) {
 	return 0, fmt.Errorf("floodgate: unknown failure mode %q (want fail-closed, fail-open or fail-to-local)", s)
 }
 
+// MarshalText implements encoding.TextMarshaler.
+func (m FailureMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseFailureMode.
+func (m *FailureMode) UnmarshalText(b []byte) error {
+	v, err := ParseFailureMode(string(b))
+	*m = v
+	return err
+}
+
 // Limiter applies a fixed set of policies to partition keys through a Store.
 // It is safe for concurrent use.
 type Limiter struct {

@@ -1,7 +1,6 @@
 package floodgate
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -44,15 +43,15 @@ func (a Algorithm) String() string {
 	return algorithmNames[a]
 }
 
-// ParseAlgorithm is the inverse of Algorithm.String. It returns an error
-// wrapping ErrInvalidPolicy for an unknown name.
+// ParseAlgorithm is the inverse of Algorithm.String. It returns a
+// *PolicyError for an unknown name.
 func ParseAlgorithm(s string) (Algorithm, error) {
 	for a, name := range algorithmNames {
 		if a != 0 && name == s {
 			return Algorithm(a), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (want fixed-window, sliding-window-log, sliding-window-counter, token-bucket or gcra)", ErrInvalidPolicy, s)
+	return 0, &PolicyError{Msg: fmt.Sprintf("unknown algorithm %q (want fixed-window, sliding-window-log, sliding-window-counter, token-bucket or gcra)", s)}
 }
 
 // MarshalText implements encoding.TextMarshaler.
@@ -98,9 +97,9 @@ func ParseUnit(s string) (Unit, error) {
 		}
 	}
 	if s == "concurrent-requests" {
-		return 0, fmt.Errorf("%w: concurrent-requests is not a rate: cap requests in flight with a Concurrency instead", ErrInvalidPolicy)
+		return 0, &PolicyError{Msg: "concurrent-requests is not a rate: cap requests in flight with a Concurrency instead"}
 	}
-	return 0, fmt.Errorf("%w: unknown unit %q (want requests or content-bytes)", ErrInvalidPolicy, s)
+	return 0, &PolicyError{Msg: fmt.Sprintf("unknown unit %q (want requests or content-bytes)", s)}
 }
 
 // MarshalText implements encoding.TextMarshaler.
@@ -163,77 +162,136 @@ func (p Policy) Scaled(share float64) Policy {
 	return p
 }
 
-// Validate reports whether the policy can be enforced. The error wraps
-// ErrInvalidPolicy and names the policy and the field at fault.
-func (p Policy) Validate() error {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w: policy %q: %s", ErrInvalidPolicy, p.Name, fmt.Sprintf(format, args...))
+// PolicyError is the error of Validate, ParseAlgorithm, ParseUnit,
+// Concurrency.Validate and ValidateLimits: which limit, which of its
+// fields and what is wrong, so that a reader of a configuration file can
+// point at the line. It wraps ErrInvalidPolicy.
+type PolicyError struct {
+	Kind  string // "policy" or "concurrency"; "" when no one limit is at fault
+	Name  string // the limit's name, as given
+	Field string // "name", "algorithm", "unit", "quota", "window", "burst" or "max"; "" for the limit as a whole
+	Msg   string // what is wrong, without the field's name: "must be positive, got 0"
+}
+
+// Error formats as `floodgate: invalid policy: policy "api": quota must
+// be positive, got 0`.
+func (e *PolicyError) Error() string { return ErrInvalidPolicy.Error() + ": " + e.Detail() }
+
+// Detail is Error without the package's prefix: `policy "api": quota
+// must be positive, got 0`.
+func (e *PolicyError) Detail() string {
+	var b strings.Builder
+	if e.Kind != "" {
+		fmt.Fprintf(&b, "%s %q: ", e.Kind, e.Name)
 	}
-	if err := validName(p.Name); err != nil {
-		return fmt.Errorf("%w: policy %q: %v", ErrInvalidPolicy, p.Name, err)
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteByte(' ')
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidPolicy) hold.
+func (e *PolicyError) Unwrap() error { return ErrInvalidPolicy }
+
+// Validate reports whether the policy can be enforced. The error is a
+// *PolicyError naming the policy and the field at fault.
+func (p Policy) Validate() error {
+	fail := func(field, format string, args ...any) error {
+		return &PolicyError{Kind: "policy", Name: p.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	if msg := validName(p.Name); msg != "" {
+		return fail("name", "%s", msg)
 	}
 	if int(p.Algorithm) >= len(algorithmNames) {
-		return fail("unknown algorithm %d", p.Algorithm)
+		return fail("", "unknown algorithm %d", p.Algorithm)
 	}
 	if int(p.Unit) >= len(unitNames) {
-		return fail("unknown unit %d", p.Unit)
+		return fail("", "unknown unit %d", p.Unit)
 	}
 	if p.Algorithm == 0 {
-		return fail("no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
+		return fail("", "no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
 	}
 	if p.Quota <= 0 {
-		return fail("quota must be positive, got %d", p.Quota)
+		return fail("quota", "must be positive, got %d", p.Quota)
 	}
 	if p.Window < time.Millisecond {
-		return fail("window must be at least 1ms, got %v", p.Window)
+		return fail("window", "must be at least 1ms, got %v", p.Window)
 	}
 	if p.Burst < 0 {
-		return fail("burst must not be negative, got %d", p.Burst)
+		return fail("burst", "must not be negative, got %d", p.Burst)
 	}
 	if p.Burst > 0 && p.Algorithm != TokenBucket && p.Algorithm != GCRA {
-		return fail("burst applies to token-bucket and gcra only, not %s", p.Algorithm)
+		return fail("burst", "applies to token-bucket and gcra only, not %s (use a second, shorter policy for a burst limit)", p.Algorithm)
 	}
 	switch p.Algorithm {
 	case SlidingWindowCounter, TokenBucket, GCRA:
 		if w := p.Window.Microseconds(); p.Capacity() > maxExact/w {
-			return fail("capacity %d × window %v exceeds 2^53 µs·units, beyond exact arithmetic; use a shorter window or the fixed-window algorithm", p.Capacity(), p.Window)
+			return fail("", "capacity %d × window %v exceeds 2^53 µs·units, beyond exact arithmetic; use a shorter window or the fixed-window algorithm", p.Capacity(), p.Window)
 		}
 	}
 	return nil
 }
 
 // validName accepts the characters that are safe unquoted in a header's
-// sf-string, a Prometheus label value and a Redis key alike.
-func validName(s string) error {
+// sf-string, a Prometheus label value and a Redis key alike. It returns
+// what is wrong with s, or "".
+func validName(s string) string {
 	if s == "" {
-		return errors.New("name is empty")
+		return "is empty"
 	}
 	if len(s) > 64 {
-		return fmt.Errorf("name is %d bytes long, at most 64 allowed", len(s))
+		return fmt.Sprintf("is %d bytes long, at most 64 allowed", len(s))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return fmt.Errorf("name has character %q at %d; use letters, digits, '_', '-' or '.'", c, i)
+			return fmt.Sprintf("has character %q at %d; use letters, digits, '_', '-' or '.'", c, i)
 		}
 	}
-	return nil
+	return ""
 }
 
 // ValidatePolicies checks each policy and that names are unique, since names
-// link RateLimit items to RateLimit-Policy items and key the store.
+// link RateLimit items to RateLimit-Policy items and key the store. Errors
+// are *PolicyError.
 func ValidatePolicies(policies []Policy) error {
 	if len(policies) == 0 {
-		return fmt.Errorf("%w: no policies", ErrInvalidPolicy)
+		return &PolicyError{Msg: "no policies"}
 	}
-	for i, p := range policies {
+	return ValidateLimits(policies, nil)
+}
+
+// ValidateLimits checks a set enforced together: each policy and cap
+// valid, and no name used twice, since policies and caps share the names
+// of RateLimit items. An empty set is valid. Errors are *PolicyError.
+func ValidateLimits(policies []Policy, caps []Concurrency) error {
+	seen := make(map[string]string, len(policies)+len(caps))
+	twice := func(kind, name string) error {
+		if other, ok := seen[name]; ok {
+			if other == kind {
+				return &PolicyError{Msg: fmt.Sprintf("%s name %q used twice", kind, name)}
+			}
+			return &PolicyError{Msg: fmt.Sprintf("%q names both a policy and a concurrency cap", name)}
+		}
+		seen[name] = kind
+		return nil
+	}
+	for _, p := range policies {
 		if err := p.Validate(); err != nil {
 			return err
 		}
-		for _, q := range policies[:i] {
-			if q.Name == p.Name {
-				return fmt.Errorf("%w: policy name %q used twice", ErrInvalidPolicy, p.Name)
-			}
+		if err := twice("policy", p.Name); err != nil {
+			return err
+		}
+	}
+	for _, c := range caps {
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		if err := twice("concurrency", c.Name); err != nil {
+			return err
 		}
 	}
 	return nil

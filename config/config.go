@@ -1,10 +1,11 @@
 package config
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/tier"
+	"github.com/floodgate/floodgate/engine"
 )
 
 // Default values of fields left out of the file (docs/CONFIG.md lists them
@@ -141,7 +142,7 @@ type Store struct {
 	Type string `yaml:"type"`
 	// FailureMode is what rules answer while the store fails, unless a rule
 	// sets its own: "fail-closed" (default), "fail-open" or "fail-to-local".
-	FailureMode string `yaml:"failure_mode"`
+	FailureMode floodgate.FailureMode `yaml:"failure_mode"`
 	// LocalShare scales quotas under fail-to-local (e.g. 1/replicas);
 	// default 1.
 	LocalShare float64 `yaml:"local_share"`
@@ -189,14 +190,15 @@ type Sentinel struct {
 type PolicySpec struct {
 	// Algorithm: fixed-window, sliding-window-log, sliding-window-counter
 	// (default), token-bucket or gcra.
-	Algorithm string `yaml:"algorithm"`
+	Algorithm floodgate.Algorithm `yaml:"algorithm"`
 	// Quota is units per Window; required, > 0.
 	Quota int64 `yaml:"quota"`
 	// Window, e.g. "1m"; required except for concurrent-requests.
 	Window Duration `yaml:"window"`
 	// Burst is the bucket size of token-bucket and gcra; default Quota.
 	Burst int64 `yaml:"burst"`
-	// Unit: requests (default), content-bytes or concurrent-requests.
+	// Unit: requests (default), content-bytes (floodgate.Unit), or
+	// concurrent-requests, which makes the policy a floodgate.Concurrency.
 	Unit string `yaml:"unit"`
 }
 
@@ -217,11 +219,12 @@ type Rule struct {
 	// Cost charges each matching request; default 1.
 	Cost int64 `yaml:"cost"`
 	// Mode: enforce (default), shadow or throttle.
-	Mode string `yaml:"mode"`
+	Mode engine.Mode `yaml:"mode"`
 	// MaxDelay bounds the wait of throttle mode; required with it.
 	MaxDelay Duration `yaml:"max_delay"`
-	// FailureMode overrides Store.FailureMode for this rule.
-	FailureMode string `yaml:"failure_mode"`
+	// FailureMode overrides Store.FailureMode for this rule; Load sets
+	// the store's when the rule gives none.
+	FailureMode floodgate.FailureMode `yaml:"failure_mode"`
 	// Skip never limits matching requests (checked before all rules).
 	Skip bool `yaml:"skip"`
 	// Abuse overrides ops.abuse for this rule.
@@ -265,7 +268,7 @@ type Identity struct {
 // Headers selects the rate-limit fields on responses.
 type Headers struct {
 	// Style: both (default), draft11, legacy or none.
-	Style string `yaml:"style"`
+	Style engine.HeaderStyle `yaml:"style"`
 	// Reset is X-RateLimit-Reset's form: epoch (default) or delta.
 	Reset string `yaml:"reset"`
 	// WarnAt sends X-RateLimit-Warning once this share of a quota is used;
@@ -275,8 +278,8 @@ type Headers struct {
 
 // Log configures the daemon's structured log.
 type Log struct {
-	// Level: debug, info (default), warn or error.
-	Level string `yaml:"level"`
+	// Level: debug, info (default), warn or error (slog.Level's names).
+	Level slog.Level `yaml:"level"`
 	// Format: text (default) or json.
 	Format string `yaml:"format"`
 }
@@ -287,13 +290,20 @@ func (c *Config) Policy(name string) (floodgate.Policy, bool) {
 	return p, ok
 }
 
-// RuleLimits returns the compiled limits of rule i, in the rule's order:
-// its rate policies, and its concurrent-requests policies as caps.
-func (c *Config) RuleLimits(i int) tier.Limits { return c.limits(c.Rules[i].Policies) }
+// Limits are the compiled policies of a rule or a tier: its rate
+// policies, and its concurrent-requests policies as caps, in the order
+// they are listed.
+type Limits struct {
+	Policies    []floodgate.Policy
+	Concurrency []floodgate.Concurrency
+}
+
+// RuleLimits returns the compiled limits of rule i.
+func (c *Config) RuleLimits(i int) Limits { return c.limits(c.Rules[i].Policies) }
 
 // limits compiles a list of policy names.
-func (c *Config) limits(names []string) tier.Limits {
-	var l tier.Limits
+func (c *Config) limits(names []string) Limits {
+	var l Limits
 	for _, n := range names {
 		if p, ok := c.policies[n]; ok {
 			l.Policies = append(l.Policies, p)

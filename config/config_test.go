@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 )
 
 func TestLoadReportsEveryError(t *testing.T) {
@@ -27,9 +28,9 @@ func TestLoadReportsEveryError(t *testing.T) {
 		`testdata/bad.yaml:25: policies.zero.quota: must be positive, got 0`,
 		`testdata/bad.yaml:29: rules[0].policies[0]: unknown policy "logn" (did you mean "login"?) (defined: api, login, weird, zero)`,
 		`testdata/bad.yaml:32: rules[1].key: unknown key part "{nope}" (want {ip}, {route}, {method}, {host}, {header:Name}, {api_key}, {user} or {tenant})`,
-		`testdata/bad.yaml:34: rules[1].cost: cost 50 can never pass policy "login", which admits at most 5 at once`,
+		`testdata/bad.yaml:34: rules[1].cost: floodgate: cost exceeds quota: cost 50 requests, policy "login" admits at most 5 at once`,
 		`testdata/bad.yaml:35: rules[2].match: pattern "GET bad": path must start with /`,
-		`testdata/bad.yaml:35: rules[2].max_delay: throttle mode needs a positive max_delay, e.g. 2s`,
+		`testdata/bad.yaml:35: rules[2]: throttle mode needs a positive max delay, e.g. 2s`,
 	}
 	got := strings.Split(err.Error(), "\n")
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -55,10 +56,10 @@ func TestLoadGoodFillsDefaults(t *testing.T) {
 	if c.Gateway.Timeout.D() != 30*time.Second || c.API.MaxCost != 500 || c.API.MaxBatch != 100 || c.API.MaxKeyLength != 1024 {
 		t.Errorf("defaults: gateway %+v api %+v", c.Gateway, c.API)
 	}
-	if c.Store.Type != "memory" || c.Store.FailureMode != "fail-closed" || c.Store.Memory.MaxKeys != DefaultMemoryMaxKeys {
+	if c.Store.Type != "memory" || c.Store.FailureMode != floodgate.FailClosed || c.Store.Memory.MaxKeys != DefaultMemoryMaxKeys {
 		t.Errorf("store = %+v", c.Store)
 	}
-	if c.ShutdownTimeout.D() != 10*time.Second || c.Headers.Style != "both" || c.Headers.WarnAt != 0.9 {
+	if c.ShutdownTimeout.D() != 10*time.Second || c.Headers.Style != engine.Both || c.Headers.WarnAt != 0.9 {
 		t.Errorf("shutdown %v headers %+v", c.ShutdownTimeout.D(), c.Headers)
 	}
 	api, _ := c.Policy("api")
@@ -129,7 +130,7 @@ func TestParseErrors(t *testing.T) {
 		{"policies misspelt", minimal + "polices: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n",
 			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, envoy_rls, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, ops, database, tiers)\n" +
 				"f.yaml:4: rules[0].policies[0]: unknown policy \"a\" (no policies are defined: is the policies: section missing or misspelt?)"},
-		{"redis url without scheme", "api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'localhost:6379'}}\n", "f.yaml:2: store.redis.url: redis: invalid URL scheme: localhost (want redis://[user:password@]host:port[/db], or rediss:// for TLS)"},
+		{"redis url without scheme", "api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'localhost:6379'}}\n", "f.yaml:2: store.redis.url: unknown scheme \"localhost\" (want redis://[user:password@]host:port[/db], or rediss:// for TLS)"},
 		{"bad indentation", minimal + "admin:\n  listen: ':2'\n token: x\n", "f.yaml:4: did not find expected key"},
 		{"unclosed flow mapping", minimal + "admin: {listen: ':2'\nstore: {}\n", "f.yaml:2: did not find expected ',' or '}'"},
 		{"burst zero", minimal + "policies: {a: {algorithm: gcra, quota: 10, window: 1s, burst: 0}}\n", "f.yaml:2: policies.a.burst: must be at least 1 (it is the bucket size): burst: 1 spaces requests evenly, like nginx's burst=0; leave it out for burst = quota"},
@@ -142,8 +143,8 @@ func TestParseErrors(t *testing.T) {
 		{"forward auth untrusted", "forward_auth: {listen: ':1'}\n", "f.yaml:1: forward_auth: forward-auth answers only trusted proxies: list your proxy's address in trusted_proxies"},
 		{"redis two sources", "api: {listen: ':1'}\nstore:\n  type: redis\n  redis:\n    url: redis://a:1\n    cluster: ['b:2']\n", "f.yaml:4: store.redis: give exactly one of url, cluster and sentinel (found 2)"},
 		{"bad proxy", minimal + "trusted_proxies: [10.0.0.0/33]\n", `f.yaml:2: trusted_proxies[0]: bad address or CIDR "10.0.0.0/33"`},
-		{"impossible policy", minimal + "policies: {huge: {algorithm: gcra, quota: 9007199254740993, window: 1h}}\n", `f.yaml:2: policies.huge: policy "huge": capacity 9007199254740993 × window 1h0m0s exceeds 2^53 µs·units, beyond exact arithmetic; use a shorter window or the fixed-window algorithm`},
-		{"bad name", minimal + "policies: {'a b': {quota: 1, window: 1s}}\n", "f.yaml:2: policies.a b: bad policy name: use 1–64 letters, digits, '_', '-' or '.'"},
+		{"impossible policy", minimal + "policies: {huge: {algorithm: gcra, quota: 9007199254740993, window: 1h}}\n", `f.yaml:2: policies.huge: capacity 9007199254740993 × window 1h0m0s exceeds 2^53 µs·units, beyond exact arithmetic; use a shorter window or the fixed-window algorithm`},
+		{"bad name", minimal + "policies: {'a b': {quota: 1, window: 1s}}\n", "f.yaml:2: policies.a b: name has character ' ' at 1; use letters, digits, '_', '-' or '.'"},
 		{"alias list", minimal + "skip: &a [*a]\n", "f.yaml:2: skip[0]: want a single value, got a list"},
 		{"not utf-8", minimal + "policies: {p\xff\xfe: {quota: 1, window: 1s}}\n", "f.yaml:2: not valid UTF-8 (byte 0xff); save the file as UTF-8"},
 		{"int out of range", minimal + "policies: {a: {quota: 99999999999999999999, window: 1s}}\n", "f.yaml:2: policies.a.quota: 99999999999999999999 is out of range (at most 9223372036854775807)"},
@@ -159,6 +160,38 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error:\n %s\nwant:\n %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPolicyErrorsAreTheLibrarys: each invalid policy of TestParseErrors
+// and testdata/bad.yaml, given to config and to floodgate.Policy.Validate,
+// gets one message, the library's, at the field the library names.
+func TestPolicyErrorsAreTheLibrarys(t *testing.T) {
+	for _, tc := range []struct {
+		yaml   string // the policy as written, named a (or "a b")
+		policy floodgate.Policy
+		field  string // where config reports it
+	}{
+		{"a: {algorithm: fixed-window, quota: 10, window: 1s, burst: 0}", floodgate.Policy{Name: "a", Algorithm: floodgate.FixedWindow, Quota: 10, Window: time.Second, Burst: 1}, "policies.a.burst"},
+		{"a: {algorithm: gcra, quota: 9007199254740993, window: 1h}", floodgate.Policy{Name: "a", Algorithm: floodgate.GCRA, Quota: 9007199254740993, Window: time.Hour}, "policies.a"},
+		{"'a b': {quota: 1, window: 1s}", floodgate.Policy{Name: "a b", Algorithm: floodgate.SlidingWindowCounter, Quota: 1, Window: time.Second}, "policies.a b"},
+		{"a: {algorithm: gcra, quota: 5, window: 1s, burst: -1}", floodgate.Policy{Name: "a", Algorithm: floodgate.GCRA, Quota: 5, Window: time.Second, Burst: -1}, "policies.a.burst"},
+		{"a: {quota: 5, window: 1s, burst: 3}", floodgate.Policy{Name: "a", Algorithm: floodgate.SlidingWindowCounter, Quota: 5, Window: time.Second, Burst: 3}, "policies.a.burst"},
+		{"a: {quota: 0, window: 1s}", floodgate.Policy{Name: "a", Algorithm: floodgate.SlidingWindowCounter, Window: time.Second}, "policies.a.quota"},
+		{"a: {quota: 1, window: 500us}", floodgate.Policy{Name: "a", Algorithm: floodgate.SlidingWindowCounter, Quota: 1, Window: 500 * time.Microsecond}, "policies.a.window"},
+	} {
+		var pe *floodgate.PolicyError
+		if err := tc.policy.Validate(); !errors.As(err, &pe) {
+			t.Fatalf("%+v: Validate = %v, want a *PolicyError", tc.policy, err)
+		}
+		msg := pe.Msg
+		if pe.Field == "name" {
+			msg = "name " + msg
+		}
+		want := fmt.Sprintf("f.yaml:2: %s: %s", tc.field, msg)
+		if got := parseErr(t, minimal+"policies: {"+tc.yaml+"}\n"); got != want {
+			t.Errorf("%s:\n got %s\nwant %s (the library's)", tc.yaml, got, want)
+		}
 	}
 }
 
@@ -331,7 +364,7 @@ func TestEnvoyExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := cfg.EnvoyRLS; e == nil || len(e.Limits.Domains) != 1 || e.Limits.Domains[0].Domain != "edge" || e.Headers != "draft11" {
+	if e := cfg.EnvoyRLS; e == nil || len(e.Limits.Domains) != 1 || e.Limits.Domains[0].Domain != "edge" || e.Headers != engine.Draft11 {
 		t.Errorf("envoy_rls %+v", cfg.EnvoyRLS)
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate/floodgate"
 )
 
 // decoder fills Go values from a yaml.Node tree, recording the line of
@@ -188,6 +191,14 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 		d.errorf(n.Line, path, "%v", err)
 		return
 	}
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		// The library's own types (floodgate.Algorithm, engine.Mode, ...)
+		// parse themselves; their errors are the message.
+		if err := u.UnmarshalText([]byte(s)); err != nil {
+			d.errorf(n.Line, path, "%s", libraryMessage(err))
+		}
+		return
+	}
 	if v.Type() == durationType {
 		dur, err := parseDuration(s)
 		if err != nil {
@@ -197,6 +208,11 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 		v.SetInt(int64(dur))
 		return
 	}
+	d.decodeKind(n, v, path, s)
+}
+
+// decodeKind stores the expanded scalar s into v by v's kind.
+func (d *decoder) decodeKind(n *yaml.Node, v reflect.Value, path, s string) {
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(s)
@@ -208,20 +224,7 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int64:
-		i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
-		if errors.Is(err, strconv.ErrRange) {
-			d.errorf(n.Line, path, "%s is out of range (at most %d)", s, int64(math.MaxInt64))
-			return
-		}
-		if err != nil {
-			d.errorf(n.Line, path, "want a whole number, got %q", s)
-			return
-		}
-		if v.Kind() == reflect.Int && (i > math.MaxInt32 || i < math.MinInt32) {
-			d.errorf(n.Line, path, "%d is out of range", i)
-			return
-		}
-		v.SetInt(i)
+		d.decodeInt(n, v, path, s)
 	case reflect.Float64:
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
@@ -232,6 +235,34 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 	default:
 		d.errorf(n.Line, path, "cannot hold a value of type %s", v.Type())
 	}
+}
+
+func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path, s string) {
+	i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		d.errorf(n.Line, path, "%s is out of range (at most %d)", s, int64(math.MaxInt64))
+		return
+	}
+	if err != nil {
+		d.errorf(n.Line, path, "want a whole number, got %q", s)
+		return
+	}
+	if v.Kind() == reflect.Int && (i > math.MaxInt32 || i < math.MinInt32) {
+		d.errorf(n.Line, path, "%d is out of range", i)
+		return
+	}
+	v.SetInt(i)
+}
+
+// libraryMessage is what a file's reader is told of a library error: a
+// *floodgate.PolicyError without its prefix, since the file's line and
+// field say where; any other error as it is.
+func libraryMessage(err error) string {
+	var pe *floodgate.PolicyError
+	if errors.As(err, &pe) {
+		return pe.Detail()
+	}
+	return err.Error()
 }
 
 // durationShape is a well-formed Go duration, so that one ParseDuration

@@ -22,7 +22,7 @@ type EnvoyRLS struct {
 	// Headers selects the fields sent in response_headers_to_add: none
 	// (default: envoyproxy/ratelimit sends none), draft11, legacy or
 	// both.
-	Headers string `yaml:"headers"`
+	Headers engine.HeaderStyle `yaml:"headers"`
 	// MaxDescriptors is the most descriptors in one request; default 64.
 	MaxDescriptors int `yaml:"max_descriptors"`
 	// MaxKeyLength bounds a descriptor's domain, keys and values
@@ -64,10 +64,8 @@ func (v *validator) envoyRLS() {
 			}
 		}
 	}
-	if e.Headers == "" {
-		e.Headers = "none"
-	} else if _, err := engine.ParseHeaderStyle(e.Headers); err != nil {
-		v.fail("envoy_rls.headers", "unknown style %q (want none, draft11, legacy or both)", e.Headers)
+	if !v.has("envoy_rls.headers") {
+		e.Headers = engine.None
 	}
 	if e.MaxDescriptors < 0 || e.MaxKeyLength < 0 {
 		v.fail("envoy_rls", "max_descriptors and max_key_length must not be negative")

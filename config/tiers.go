@@ -1,14 +1,14 @@
 package config
 
 import (
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
-	"github.com/floodgate/floodgate/tier"
 )
 
 // Database is the PostgreSQL that tiers.source postgres and the `floodgate
@@ -35,7 +35,8 @@ type Tiers struct {
 	Keys []TierKey `yaml:"keys"`
 }
 
-// TierCache mirrors tier.CacheOptions; zero values take its defaults.
+// TierCache is the cache of tier.CacheOptions; zero values take its
+// defaults.
 type TierCache struct {
 	TTL           Duration `yaml:"ttl"`            // default 60s
 	NegativeTTL   Duration `yaml:"negative_ttl"`   // default 5s
@@ -45,14 +46,6 @@ type TierCache struct {
 	RetryInterval Duration `yaml:"retry_interval"` // default 1s
 }
 
-// Options returns the cache settings as tier.CacheOptions.
-func (c TierCache) Options() tier.CacheOptions {
-	return tier.CacheOptions{
-		TTL: c.TTL.D(), NegativeTTL: c.NegativeTTL.D(), MaxEntries: c.MaxEntries,
-		MaxStale: c.MaxStale.D(), QueryTimeout: c.QueryTimeout.D(), RetryInterval: c.RetryInterval.D(),
-	}
-}
-
 // TierKey is one API key of a static source. The key itself never appears
 // in the file: only its SHA-256, as `printf %s "$KEY" | sha256sum` prints it.
 type TierKey struct {
@@ -60,6 +53,13 @@ type TierKey struct {
 	Tenant    string `yaml:"tenant"`
 	Tier      string `yaml:"tier"`
 	Disabled  bool   `yaml:"disabled"`
+}
+
+// Hash returns KeySHA256 as bytes. Valid only after validation.
+func (k TierKey) Hash() [32]byte {
+	var h [32]byte
+	hex.Decode(h[:], []byte(k.KeySHA256))
+	return h
 }
 
 // RuleTiers makes a rule limit each request by the tier of its API key,
@@ -76,36 +76,15 @@ type RuleTiers struct {
 	Header string `yaml:"header"`
 }
 
-// TierPartition returns the rule's tier.Partition.
-func (t RuleTiers) TierPartition() tier.Partition {
-	if t.Partition == "key" {
-		return tier.ByKey
-	}
-	return tier.ByTenant
-}
-
 // TierPlans returns the static tiers with their compiled policies. Valid
 // only after validation, and only for tiers.source static.
-func (c *Config) TierPlans() map[string]tier.Limits {
+func (c *Config) TierPlans() map[string]Limits {
 	if c.Tiers == nil {
 		return nil
 	}
-	out := make(map[string]tier.Limits, len(c.Tiers.Plans))
+	out := make(map[string]Limits, len(c.Tiers.Plans))
 	for name, ps := range c.Tiers.Plans {
 		out[name] = c.limits(ps)
-	}
-	return out
-}
-
-// TierKeys returns the static keys. Valid only after validation.
-func (c *Config) TierKeys() []tier.StaticKey {
-	if c.Tiers == nil {
-		return nil
-	}
-	out := make([]tier.StaticKey, 0, len(c.Tiers.Keys))
-	for _, k := range c.Tiers.Keys {
-		h, _ := tier.ParseHash(k.KeySHA256)
-		out = append(out, tier.StaticKey{Hash: h, Tenant: k.Tenant, Tier: k.Tier, Disabled: k.Disabled})
 	}
 	return out
 }
@@ -123,36 +102,13 @@ func (c *Config) UsesTiers() bool {
 func (v *validator) tiers() {
 	c := v.cfg
 	if u := c.Database.URL; u != "" {
-		if _, err := pgx.ParseConfig(u); err != nil {
-			// pgx's message may repeat the URL, password included.
+		if !postgresURL(u) {
+			// The message does not repeat the URL: it may hold a password.
 			v.fail("database.url", "not a PostgreSQL connection string (want postgres://user:password@host:5432/db)")
 		}
 	}
 	for i := range c.Rules {
-		f := fmt.Sprintf("rules[%d].tiers", i)
-		if c.Rules[i].Tiers == nil && v.has(f) {
-			// A bare "tiers:" asks for tiers with every default, like "tiers: {}".
-			c.Rules[i].Tiers = &RuleTiers{}
-		}
-		r := c.Rules[i]
-		if r.Tiers == nil || r.Skip {
-			continue
-		}
-		if c.Tiers == nil {
-			v.fail(f, "needs a top-level tiers section saying where keys come from (source: postgres or static)")
-		}
-		switch r.Tiers.Partition {
-		case "":
-			c.Rules[i].Tiers.Partition = "tenant"
-		case "tenant", "key":
-		default:
-			v.fail(f+".partition", "unknown partition %q (want tenant or key)", r.Tiers.Partition)
-		}
-		if r.Tiers.Header == "" {
-			c.Rules[i].Tiers.Header = c.Identity.APIKeyHeader // defaulted already
-		} else if !header.IsToken(r.Tiers.Header) {
-			v.fail(f+".header", "%q is not a header name", r.Tiers.Header)
-		}
+		v.ruleTiers(i)
 	}
 	t := c.Tiers
 	if t == nil {
@@ -179,6 +135,35 @@ func (v *validator) tiers() {
 		v.fail("tiers", "source is required: postgres or static")
 	default:
 		v.fail("tiers.source", "unknown source %q (want postgres or static)", t.Source)
+	}
+}
+
+// ruleTiers checks rule i's tiers section and fills its defaults.
+func (v *validator) ruleTiers(i int) {
+	c := v.cfg
+	f := fmt.Sprintf("rules[%d].tiers", i)
+	if c.Rules[i].Tiers == nil && v.has(f) {
+		// A bare "tiers:" asks for tiers with every default, like "tiers: {}".
+		c.Rules[i].Tiers = &RuleTiers{}
+	}
+	r := c.Rules[i]
+	if r.Tiers == nil || r.Skip {
+		return
+	}
+	if c.Tiers == nil {
+		v.fail(f, "needs a top-level tiers section saying where keys come from (source: postgres or static)")
+	}
+	switch r.Tiers.Partition {
+	case "":
+		c.Rules[i].Tiers.Partition = "tenant"
+	case "tenant", "key":
+	default:
+		v.fail(f+".partition", "unknown partition %q (want tenant or key)", r.Tiers.Partition)
+	}
+	if r.Tiers.Header == "" {
+		c.Rules[i].Tiers.Header = c.Identity.APIKeyHeader // defaulted already
+	} else if !header.IsToken(r.Tiers.Header) {
+		v.fail(f+".header", "%q is not a header name", r.Tiers.Header)
 	}
 }
 
@@ -210,6 +195,7 @@ func (v *validator) staticTiers() {
 			v.fail(f, "a tier needs at least one policy")
 			continue
 		}
+		v.tierName(f, name)
 		ok := true
 		for j, p := range ps {
 			_, found := c.policies[p]
@@ -220,29 +206,39 @@ func (v *validator) staticTiers() {
 				}
 			}
 		}
-		if ok {
-			if err := c.limits(ps).Validate(); err != nil {
-				v.fail(f, "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
+		if l := c.limits(ps); ok {
+			if err := floodgate.ValidateLimits(l.Policies, l.Concurrency); err != nil {
+				v.failErr(f, err)
 			}
 		}
-		if !validName(name) {
-			v.fail(f, "bad tier name: use 1–64 letters, digits, '_', '-' or '.'")
-		}
 	}
-	seen := map[tier.Hash]int{}
+	v.staticKeys()
+}
+
+// tierName checks a tier's name, which follows the rule of policy names.
+func (v *validator) tierName(f, name string) {
+	var pe *floodgate.PolicyError
+	if err := (floodgate.Concurrency{Name: name, Max: 1}).Validate(); errors.As(err, &pe) {
+		v.fail(f, "tier name %s", pe.Msg)
+	}
+}
+
+func (v *validator) staticKeys() {
+	t := v.cfg.Tiers
+	seen := map[[32]byte]int{}
 	for i, k := range t.Keys {
 		f := fmt.Sprintf("tiers.keys[%d]", i)
-		h, err := tier.ParseHash(k.KeySHA256)
+		h, err := hex.DecodeString(k.KeySHA256)
 		switch {
 		case k.KeySHA256 == "":
 			v.fail(f, "key_sha256 is required: the SHA-256 of the key in hex (printf %%s \"$KEY\" | sha256sum)")
-		case err != nil:
+		case err != nil || len(h) != 32:
 			v.fail(f+".key_sha256", "want the key's SHA-256 as 64 hex digits (printf %%s \"$KEY\" | sha256sum), got %d characters%s", len(k.KeySHA256), notHex(k.KeySHA256))
 		default:
-			if j, dup := seen[h]; dup {
+			if j, dup := seen[k.Hash()]; dup {
 				v.fail(f+".key_sha256", "the same key as tiers.keys[%d]", j)
 			}
-			seen[h] = i
+			seen[k.Hash()] = i
 		}
 		if k.Tenant == "" {
 			v.fail(f, "tenant is required")
@@ -261,4 +257,19 @@ func notHex(s string) string {
 		return ""
 	}
 	return " that are not all hex digits"
+}
+
+// postgresURL reports whether s has the form of a PostgreSQL connection
+// string: a postgres:// or postgresql:// URL, or key=value pairs.
+func postgresURL(s string) bool {
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		_, err := url.Parse(s)
+		return err == nil
+	}
+	for _, kv := range strings.Fields(s) {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -1,16 +1,22 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/tier"
 )
 
 // sha of "fg_test_free", as `printf %s fg_test_free | sha256sum` prints it.
-var freeHash = tier.HashKey("fg_test_free").String()
+var freeHash = sha256Hex("fg_test_free")
+
+func sha256Hex(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
 
 const tiersBase = `api: {listen: ':0'}
 policies:
@@ -28,7 +34,7 @@ tiers:
     pro: [pro-minute, ip-guard]
   keys:
     - {key_sha256: "`+strings.ToUpper(freeHash)+`", tenant: acme, tier: free}
-    - {key_sha256: "`+tier.HashKey("k2").String()+`", tenant: beta, tier: pro, disabled: true}
+    - {key_sha256: "`+sha256Hex("k2")+`", tenant: beta, tier: pro, disabled: true}
 rules:
   - match: /api/
     policies: [ip-guard]
@@ -44,15 +50,15 @@ rules:
 	if len(plans) != 2 || len(plans["pro"].Policies) != 2 || plans["pro"].Policies[0].Algorithm != floodgate.GCRA || plans["free"].Policies[0].Quota != 2 || plans["free"].Policies[0].Window != time.Minute {
 		t.Errorf("plans = %+v", plans)
 	}
-	keys := c.TierKeys()
-	if len(keys) != 2 || keys[0].Hash != tier.HashKey("fg_test_free") || keys[0].Tenant != "acme" || keys[0].Tier != "free" || keys[0].Disabled || !keys[1].Disabled {
+	keys := c.Tiers.Keys
+	if len(keys) != 2 || keys[0].Hash() != sha256.Sum256([]byte("fg_test_free")) || keys[0].Tenant != "acme" || keys[0].Tier != "free" || keys[0].Disabled || !keys[1].Disabled {
 		t.Errorf("keys = %+v", keys)
 	}
 	r0, r1 := c.Rules[0].Tiers, c.Rules[1].Tiers
-	if r0.TierPartition() != tier.ByKey || !r0.PerRoute || r0.Header != "X-Key" {
+	if r0.Partition != "key" || !r0.PerRoute || r0.Header != "X-Key" {
 		t.Errorf("rules[0].tiers = %+v", r0)
 	}
-	if r1.TierPartition() != tier.ByTenant || r1.Partition != "tenant" || r1.PerRoute || r1.Header != "X-Key" {
+	if r1.Partition != "tenant" || r1.PerRoute || r1.Header != "X-Key" {
 		t.Errorf("rules[1].tiers = %+v", r1)
 	}
 	if !c.UsesTiers() {
@@ -72,9 +78,9 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := c.Tiers.Cache.Options()
-	if o.TTL != 30*time.Second || o.NegativeTTL != 2*time.Second || o.MaxEntries != 500 || o.MaxStale != -time.Second ||
-		o.QueryTimeout != time.Second || o.RetryInterval != 3*time.Second {
+	o := c.Tiers.Cache
+	if o.TTL.D() != 30*time.Second || o.NegativeTTL.D() != 2*time.Second || o.MaxEntries != 500 || o.MaxStale.D() != -time.Second ||
+		o.QueryTimeout.D() != time.Second || o.RetryInterval.D() != 3*time.Second {
 		t.Errorf("cache options = %+v", o)
 	}
 	if c.Database.URL != "postgres://u:p@db:5432/fg?sslmode=disable" || c.Rules[0].Tiers.Header != "Authorization" {

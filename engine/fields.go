@@ -48,6 +48,16 @@ func ParseHeaderStyle(s string) (HeaderStyle, error) {
 	return 0, fmt.Errorf("engine: unknown header style %q (want both, draft11, legacy or none)", s)
 }
 
+// MarshalText implements encoding.TextMarshaler.
+func (s HeaderStyle) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseHeaderStyle.
+func (s *HeaderStyle) UnmarshalText(b []byte) error {
+	v, err := ParseHeaderStyle(string(b))
+	*s = v
+	return err
+}
+
 // Fields writes an Outcome's rate-limit fields (REQUIREMENTS H3, H4, H6)
 // into a field map — an http.Header, or gRPC metadata, which has the same
 // shape (gRPC doors lower-case the names). Every door uses it, so all

@@ -50,6 +50,16 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("engine: unknown mode %q (want enforce, shadow or throttle)", s)
 }
 
+// MarshalText implements encoding.TextMarshaler.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseMode.
+func (m *Mode) UnmarshalText(b []byte) error {
+	v, err := ParseMode(string(b))
+	*m = v
+	return err
+}
+
 // Rule is a named set of limits and what to do with their denials.
 type Rule struct {
 	// Name labels the rule in events, metrics and logs; required.
@@ -103,32 +113,48 @@ type set struct {
 	field string
 }
 
-// Compile validates r and readies it. Errors name the rule and the fault:
-// an invalid policy or cap (wrapping floodgate.ErrInvalidPolicy), two
-// limits of one name, an unknown mode or failure mode, Throttle without a
-// MaxDelay, FailToLocal without Config.Local, caps over a store without
-// slots.
-func (e *Engine) Compile(r Rule) (*Compiled, error) {
-	fail := func(format string, args ...any) (*Compiled, error) {
-		return nil, fmt.Errorf("engine: rule %q: %w", r.Name, fmt.Errorf(format, args...))
+// Validate checks what Compile checks of r without an Engine. Errors
+// name the rule and wrap the fault: an invalid policy or cap (a
+// *floodgate.PolicyError), two limits of one name, an unknown mode or
+// failure mode, Throttle without a MaxDelay, a negative MaxDelay, a share
+// outside (0, 1], a negative lease.
+func (r Rule) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("engine: rule %q: %w", r.Name, fmt.Errorf(format, args...))
 	}
-	c := &Compiled{e: e, name: r.Name, mode: r.Mode, maxDelay: r.MaxDelay, failure: r.FailureMode, share: r.LocalShare, lease: r.Lease}
 	switch {
 	case r.Name == "":
-		return nil, fmt.Errorf("engine: a rule needs a name")
+		return fmt.Errorf("engine: a rule needs a name")
 	case r.Mode > Throttle:
 		return fail("unknown mode %d", r.Mode)
 	case r.Mode == Throttle && r.MaxDelay <= 0:
-		return fail("throttle mode needs a positive max delay")
+		return fail("throttle mode needs a positive max delay, e.g. 2s")
+	case r.MaxDelay < 0:
+		return fail("negative max delay %v", r.MaxDelay)
 	case r.FailureMode > floodgate.FailToLocal:
 		return fail("unknown failure mode %d", r.FailureMode)
-	case r.FailureMode == floodgate.FailToLocal && e.local == nil:
-		return fail("fail-to-local needs Config.Local")
 	case !(r.LocalShare >= 0 && r.LocalShare <= 1): // NaN too
 		return fail("local share %v is outside (0, 1] (0: the default, 1)", r.LocalShare)
 	case r.Lease < 0:
 		return fail("negative slot lease %v", r.Lease)
 	}
+	if err := floodgate.ValidateLimits(r.Policies, r.Concurrency); err != nil {
+		return fmt.Errorf("engine: rule %q: %w", r.Name, err)
+	}
+	return nil
+}
+
+// Compile validates r (Validate) and readies it. Beyond Validate, it
+// refuses FailToLocal without Config.Local and caps over a store without
+// slots.
+func (e *Engine) Compile(r Rule) (*Compiled, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if r.FailureMode == floodgate.FailToLocal && e.local == nil {
+		return nil, fmt.Errorf("engine: rule %q: fail-to-local needs Config.Local", r.Name)
+	}
+	c := &Compiled{e: e, name: r.Name, mode: r.Mode, maxDelay: r.MaxDelay, failure: r.FailureMode, share: r.LocalShare, lease: r.Lease}
 	if c.share == 0 {
 		c.share = 1
 	}
@@ -170,20 +196,8 @@ func (c *Compiled) Reset(ctx context.Context, key string) error {
 
 func (c *Compiled) build(policies []floodgate.Policy, caps []floodgate.Concurrency) (*set, error) {
 	s := &set{policies: slices.Clone(policies), caps: slices.Clone(caps)}
-	for i, k := range caps {
-		if err := k.Validate(); err != nil {
-			return nil, err
-		}
-		for _, p := range policies {
-			if p.Name == k.Name {
-				return nil, fmt.Errorf("%w: %q names both a policy and a concurrency cap", floodgate.ErrInvalidPolicy, k.Name)
-			}
-		}
-		for _, o := range caps[:i] {
-			if o.Name == k.Name {
-				return nil, fmt.Errorf("%w: concurrency name %q used twice", floodgate.ErrInvalidPolicy, k.Name)
-			}
-		}
+	if err := floodgate.ValidateLimits(policies, caps); err != nil {
+		return nil, err // plans and reductions come here without Validate
 	}
 	if len(policies) > 0 {
 		opts := []floodgate.Option{floodgate.WithLogger(c.e.logger), floodgate.WithClock(c.e.clock)}

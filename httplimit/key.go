@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+
+	"github.com/floodgate/floodgate/pattern"
 )
 
 // Info is what the middleware knows of a request when a KeyPart runs.
@@ -36,7 +38,7 @@ func Method() KeyPart {
 
 // Host keys by the request's host, lower-cased and without a port.
 func Host() KeyPart {
-	return func(r *http.Request, _ Info) string { return strings.ToLower(hostOnly(r.Host)) }
+	return func(r *http.Request, _ Info) string { return strings.ToLower(pattern.HostOnly(r.Host)) }
 }
 
 // Header keys by a request header's value, as sent.

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -75,5 +76,25 @@ func TestMissingKey(t *testing.T) {
 	defer st.Close()
 	if _, err := httplimit.New(httplimit.Config{Store: st, Rules: []httplimit.Rule{rule(7)}}); err == nil {
 		t.Fatal("Missing 7: New accepted it")
+	}
+}
+
+// The host and method key parts, as the daemon's "{host}" and "{method}"
+// use them (K1).
+func TestHostAndMethodKeys(t *testing.T) {
+	for _, c := range []struct{ host, want string }{
+		{"API.Example.com:8443", "api.example.com"},
+		{"example.com", "example.com"},
+		{"[2001:DB8::1]:443", "[2001:db8::1]"},
+		{"[::1]", "[::1]"},
+	} {
+		r := httptest.NewRequest("Patch", "http://x/", nil) // methods match without case, so key so too
+		r.Host = c.host
+		if got := httplimit.Host()(r, httplimit.Info{}); got != c.want {
+			t.Errorf("Host() of %q = %q, want %q", c.host, got, c.want)
+		}
+		if got := httplimit.Method()(r, httplimit.Info{}); got != "PATCH" {
+			t.Errorf("Method() = %q, want PATCH", got)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/pattern"
 )
 
 // Reject is an error a Plan func returns to refuse a request with its own
@@ -115,7 +116,7 @@ type Config struct {
 type Middleware struct {
 	engine   *engine.Engine
 	rules    []*rule
-	skip     []*pattern
+	skip     []*pattern.Pattern
 	bypass   Bypass
 	tokens   [][]byte
 	resolver *clientip.Resolver
@@ -159,7 +160,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, err
 	}
 	for _, s := range cfg.Skip {
-		p, err := parsePattern(s)
+		p, err := pattern.Parse(s)
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: skip: %w", err)
 		}
@@ -247,17 +248,16 @@ func (m *Middleware) setBypass(b Bypass) error {
 // never limit anything. The check is Covers, which may miss a pair but
 // never refuses a reachable rule.
 func (m *Middleware) reachable() error {
+	pats := make([]*pattern.Pattern, len(m.rules))
 	for i, r := range m.rules {
-		for _, s := range m.skip {
-			if s.covers(r.pattern) {
-				return fmt.Errorf("httplimit: rule %q is never reached: skip %q matches every request it does, and skips are checked first", r.name, s.raw)
-			}
+		pats[i] = r.pattern
+	}
+	for _, sh := range pattern.Shadows(m.skip, pats) {
+		by := fmt.Sprintf("rule %q, before it,", m.rules[sh.By].name)
+		if sh.Skip {
+			by = fmt.Sprintf("skip %q", m.skip[sh.By])
 		}
-		for _, e := range m.rules[:i] {
-			if e.pattern.covers(r.pattern) {
-				return fmt.Errorf("httplimit: rule %q is never reached: rule %q, before it, matches every request it does; put the narrower rule first", r.name, e.name)
-			}
-		}
+		return fmt.Errorf("httplimit: rule %q is never reached: %s matches every request it does; %s", m.rules[sh.Rule].name, by, sh.Advice())
 	}
 	return nil
 }
@@ -336,12 +336,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // matched by no rule, or bypassed by network or token.
 func (m *Middleware) match(r *http.Request) (ru *rule, info Info, pass bool) {
 	for _, p := range m.skip {
-		if p.match(r) {
+		if p.Match(r.Method, r.Host, r.URL.Path) {
 			return nil, info, true
 		}
 	}
 	for _, c := range m.rules {
-		if c.pattern.match(r) {
+		if c.pattern.Match(r.Method, r.Host, r.URL.Path) {
 			ru = c
 			break
 		}
@@ -349,7 +349,7 @@ func (m *Middleware) match(r *http.Request) (ru *rule, info Info, pass bool) {
 	if ru == nil {
 		return nil, info, true
 	}
-	info = Info{Rule: ru.name, Route: ru.pattern.raw}
+	info = Info{Rule: ru.name, Route: ru.pattern.String()}
 	if a, k, err := m.resolver.ClientKey(r); err == nil {
 		info.ClientIP = k
 		if m.allowListed(a) {

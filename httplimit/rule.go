@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/pattern"
 )
 
 // Rule limits the requests that match its pattern.
@@ -80,7 +81,7 @@ const (
 // rule is a Rule made ready to serve.
 type rule struct {
 	name    string
-	pattern *pattern
+	pattern *pattern.Pattern
 	key     []KeyPart
 	cost    func(*http.Request) (int64, error)
 	maxBody int64
@@ -96,7 +97,7 @@ func newRule(in Rule, eng *engine.Engine) (*rule, error) {
 		name = in.Pattern
 	}
 	fail := func(err error) (*rule, error) { return nil, fmt.Errorf("httplimit: rule %q: %w", name, err) }
-	pat, err := parsePattern(in.Pattern)
+	pat, err := pattern.Parse(in.Pattern)
 	if err != nil {
 		return fail(err)
 	}

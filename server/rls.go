@@ -38,7 +38,7 @@ func (s *Server) buildRLS(cfg *config.Config) (*envoyrls.Rules, error) {
 	if cfg.EnvoyRLS == nil || cfg.EnvoyRLS.Limits == nil {
 		return nil, nil
 	}
-	r, err := envoyrls.Compile(s.eng, cfg.EnvoyRLS.Limits, mustMode(cfg.Store.FailureMode))
+	r, err := envoyrls.Compile(s.eng, cfg.EnvoyRLS.Limits, cfg.Store.FailureMode)
 	if err != nil {
 		return nil, fmt.Errorf("server: envoy_rls: %w", err)
 	}
@@ -53,7 +53,7 @@ func (s *Server) startRLS() error {
 	if e == nil {
 		return nil
 	}
-	style, _ := engine.ParseHeaderStyle(e.Headers)
+	style := e.Headers
 	svc, err := envoyrls.NewService(func() *envoyrls.Rules { return s.state.Load().rls }, envoyrls.Options{
 		Fields:         engine.Fields{Style: style, Reset: s.state.Load().fields.Reset, WarnAt: s.state.Load().fields.WarnAt},
 		MaxDescriptors: e.MaxDescriptors, MaxKeyLength: e.MaxKeyLength, Registerer: s.reg, Logger: s.logger,

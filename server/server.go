@@ -403,9 +403,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // NewLogger builds the slog logger a config's log section asks for.
 func NewLogger(c config.Log, w *os.File) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: c.Level}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

@@ -48,7 +48,7 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 	if st.resolver, err = resolver(cfg); err != nil {
 		return nil, err
 	}
-	st.fields.Style, _ = engine.ParseHeaderStyle(cfg.Headers.Style)
+	st.fields.Style = cfg.Headers.Style
 	st.fields.Reset = header.ResetEpoch
 	if cfg.Headers.Reset == "delta" {
 		st.fields.Reset = header.ResetDelta
@@ -70,7 +70,7 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		rate = append(rate, p)
 	}
 	if len(rate) > 0 {
-		st.all, err = s.eng.Compile(engine.Rule{Name: "(all policies)", Policies: rate, FailureMode: mustMode(cfg.Store.FailureMode), LocalShare: cfg.Store.LocalShare})
+		st.all, err = s.eng.Compile(engine.Rule{Name: "(all policies)", Policies: rate, FailureMode: cfg.Store.FailureMode, LocalShare: cfg.Store.LocalShare})
 		if err != nil {
 			return nil, err
 		}
@@ -175,11 +175,6 @@ func (s *Server) gatewayFor(cfg *config.Config, st *state) (http.Handler, error)
 	return st.mw.Wrap(s.newProxy(u, g, st.resolver)), nil
 }
 
-func mustMode(s string) floodgate.FailureMode {
-	m, _ := floodgate.ParseFailureMode(s)
-	return m
-}
-
 // set returns the compiled rule for an API caller's list of policy
 // names, building it on first use. At most maxSets lists are kept: beyond
 // them a rule is compiled for the one call, which is slower but bounded.
@@ -206,13 +201,13 @@ func (s *Server) set(st *state, names []string) (*engine.Compiled, error) {
 	}
 	// Compile runs floodgate.ValidatePolicies, which catches a name given
 	// twice.
-	c, err := s.eng.Compile(engine.Rule{Name: adhocRule, Policies: ps, FailureMode: mustMode(st.cfg.Store.FailureMode), LocalShare: st.cfg.Store.LocalShare})
+	c, err := s.eng.Compile(engine.Rule{Name: adhocRule, Policies: ps, FailureMode: st.cfg.Store.FailureMode, LocalShare: st.cfg.Store.LocalShare})
 	if err != nil {
-		msg := err.Error()
-		if i := strings.LastIndex(msg, floodgate.ErrInvalidPolicy.Error()+": "); i >= 0 {
-			msg = msg[i+len(floodgate.ErrInvalidPolicy.Error())+2:]
+		var pe *floodgate.PolicyError
+		if errors.As(err, &pe) {
+			return nil, errors.New(pe.Detail())
 		}
-		return nil, errors.New(msg)
+		return nil, err
 	}
 	st.mu.Lock()
 	if len(st.sets) < maxSets {
@@ -236,13 +231,12 @@ const adhocRule = "(policies)"
 // rule compiles rule i of cfg for the middleware.
 func (s *Server) rule(cfg *config.Config, st *state, i int) (httplimit.Rule, error) {
 	r := cfg.Rules[i]
-	mode, _ := engine.ParseMode(r.Mode)
 	limits := cfg.RuleLimits(i)
 	compiled, err := s.eng.Compile(engine.Rule{
 		Name:        r.Name,
 		Policies:    limits.Policies,
 		Concurrency: limits.Concurrency,
-		Mode:        mode,
+		Mode:        r.Mode,
 		MaxDelay:    r.MaxDelay.D(),
 		FailureMode: cfg.FailureMode(i),
 		LocalShare:  cfg.Store.LocalShare,

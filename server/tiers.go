@@ -52,7 +52,7 @@ func (s *Server) openTiers(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("server: database: %w", err)
 	}
-	opts := cfg.Tiers.Cache.Options()
+	opts := cacheOptions(cfg.Tiers.Cache)
 	opts.Logger = s.logger
 	pg := &pgTiers{url: cfg.Database.URL, cache: cfg.Tiers.Cache, pool: pool, src: tier.NewCache(tier.NewPostgres(pool), opts), done: make(chan struct{})}
 	ctx, stop := context.WithCancel(context.Background())
@@ -108,7 +108,7 @@ func (s *Server) tierSource(cfg *config.Config) (tier.Source, error) {
 	}
 	switch cfg.Tiers.Source {
 	case "static":
-		src, err := tier.NewStatic(cfg.TierPlans(), cfg.TierKeys())
+		src, err := tier.NewStatic(staticPlans(cfg), staticKeys(cfg))
 		if err != nil {
 			return nil, fmt.Errorf("server: tiers: %w", err)
 		}
@@ -122,10 +122,41 @@ func (s *Server) tierSource(cfg *config.Config) (tier.Source, error) {
 	return nil, fmt.Errorf("server: tiers: unknown source %q", cfg.Tiers.Source)
 }
 
+// cacheOptions are the tier cache's settings; zero values take its
+// defaults.
+func cacheOptions(c config.TierCache) tier.CacheOptions {
+	return tier.CacheOptions{
+		TTL: c.TTL.D(), NegativeTTL: c.NegativeTTL.D(), MaxEntries: c.MaxEntries,
+		MaxStale: c.MaxStale.D(), QueryTimeout: c.QueryTimeout.D(), RetryInterval: c.RetryInterval.D(),
+	}
+}
+
+// staticPlans are the tiers of a static source with their compiled limits.
+func staticPlans(cfg *config.Config) map[string]tier.Limits {
+	plans := cfg.TierPlans()
+	out := make(map[string]tier.Limits, len(plans))
+	for name, l := range plans {
+		out[name] = tier.Limits(l)
+	}
+	return out
+}
+
+// staticKeys are the API keys of a static source.
+func staticKeys(cfg *config.Config) []tier.StaticKey {
+	out := make([]tier.StaticKey, 0, len(cfg.Tiers.Keys))
+	for _, k := range cfg.Tiers.Keys {
+		out = append(out, tier.StaticKey{Hash: tier.Hash(k.Hash()), Tenant: k.Tenant, Tier: k.Tier, Disabled: k.Disabled})
+	}
+	return out
+}
+
 // tierPlan returns rule i's httplimit.Rule.Plan over src.
 func tierPlan(cfg *config.Config, i int, src tier.Source) func(*http.Request) (engine.Plan, error) {
 	rt := cfg.Rules[i].Tiers
-	opts := tier.PlanOptions{Header: rt.Header, Partition: rt.TierPartition()}
+	opts := tier.PlanOptions{Header: rt.Header, Partition: tier.ByTenant}
+	if rt.Partition == "key" {
+		opts.Partition = tier.ByKey
+	}
 	if rt.PerRoute {
 		opts.Route = cfg.Rules[i].Match
 	}

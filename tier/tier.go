@@ -86,31 +86,12 @@ type Limits struct {
 }
 
 // Validate checks that l has at least one limit, each valid, with no name
-// used twice. Errors wrap floodgate.ErrInvalidPolicy.
+// used twice. Errors are *floodgate.PolicyError.
 func (l Limits) Validate() error {
-	if len(l.Policies) > 0 {
-		if err := floodgate.ValidatePolicies(l.Policies); err != nil {
-			return err
-		}
-	} else if len(l.Concurrency) == 0 {
-		return fmt.Errorf("%w: no policies", floodgate.ErrInvalidPolicy)
+	if len(l.Policies) == 0 && len(l.Concurrency) == 0 {
+		return &floodgate.PolicyError{Msg: "no policies"}
 	}
-	for i, c := range l.Concurrency {
-		if err := c.Validate(); err != nil {
-			return err
-		}
-		for _, p := range l.Policies {
-			if p.Name == c.Name {
-				return fmt.Errorf("%w: %q names both a policy and a concurrency cap", floodgate.ErrInvalidPolicy, c.Name)
-			}
-		}
-		for _, o := range l.Concurrency[:i] {
-			if o.Name == c.Name {
-				return fmt.Errorf("%w: concurrency name %q used twice", floodgate.ErrInvalidPolicy, c.Name)
-			}
-		}
-	}
-	return nil
+	return floodgate.ValidateLimits(l.Policies, l.Concurrency)
 }
 
 // Source resolves API keys. Implementations must be safe for concurrent use.

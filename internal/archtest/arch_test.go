@@ -97,6 +97,16 @@ var rules = []struct {
 		direct: true,
 	},
 	{
+		name:   "config reads the file into the library's types; it builds no door and opens no store",
+		of:     func(d string) bool { return d == "config" },
+		forbid: []string{"httplimit", "grpclimit", "tier", "ops", "metrics", "memorystore", "redisstore", "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9"},
+	},
+	{
+		name:   "route patterns are HTTP-free, so config checks what the middleware enforces",
+		of:     func(d string) bool { return d == "pattern" },
+		forbid: []string{"net/http"},
+	},
+	{
 		name:   "the client is a peer of the daemon, not part of it",
 		of:     func(d string) bool { return d == "client" },
 		forbid: []string{"engine", "httplimit", "ops", "tier", "config", "server", "redisstore", "memorystore"},

@@ -1,10 +1,36 @@
-package httplimit
+package pattern
 
 import (
-	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"testing"
 )
+
+// request is what Match reads of a request to target (a path or an
+// absolute URL), as a server would see it.
+type request struct{ method, host, path string }
+
+func newRequest(t testing.TB, method, target string) request {
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return request{method, u.Host, u.Path}
+}
+
+func (p *Pattern) matches(r request) bool { return p.Match(r.method, r.host, r.path) }
+
+// covers is Covers on two patterns as written; false if either is invalid.
+func covers(a, b string) bool {
+	pa, err := Parse(a)
+	if err != nil {
+		return false
+	}
+	pb, err := Parse(b)
+	if err != nil {
+		return false
+	}
+	return pa.Covers(pb)
+}
 
 func TestPatternMatch(t *testing.T) {
 	for _, tc := range []struct {
@@ -44,12 +70,11 @@ func TestPatternMatch(t *testing.T) {
 		{"/my%20file", "GET", "/my%2520file", false},
 		{"/a%3Fb", "GET", "/a%3fb", true},
 	} {
-		p, err := parsePattern(tc.pattern)
+		p, err := Parse(tc.pattern)
 		if err != nil {
 			t.Fatalf("%q: %v", tc.pattern, err)
 		}
-		r := httptest.NewRequest(tc.method, tc.target, nil)
-		if got := p.match(r); got != tc.want {
+		if got := p.matches(newRequest(t, tc.method, tc.target)); got != tc.want {
 			t.Errorf("%q matches %s %s = %v, want %v", tc.pattern, tc.method, tc.target, got, tc.want)
 		}
 	}
@@ -58,28 +83,8 @@ func TestPatternMatch(t *testing.T) {
 func TestPatternErrors(t *testing.T) {
 	for _, s := range []string{"login", "get /x", "/a/{x}y", "/{rest...}/more", "/{$}/x", "/a//b", "FOO BAR BAZ /", "GET  /a b", "GET example.com /x",
 		"/x?y=1", "/x#f", "/a/{}", "/a/{...}", "/{x}/{x}", "/{x}/{x...}", "/{1x}", "/a%2Fb", "/a%zz", "/%2E%2E/x"} {
-		if _, err := parsePattern(s); err == nil {
+		if _, err := Parse(s); err == nil {
 			t.Errorf("%q parsed, want an error", s)
-		}
-	}
-}
-
-// The host and method key parts, as the daemon's "{host}" and "{method}"
-// use them (K1).
-func TestHostAndMethodKeys(t *testing.T) {
-	for _, c := range []struct{ host, want string }{
-		{"API.Example.com:8443", "api.example.com"},
-		{"example.com", "example.com"},
-		{"[2001:DB8::1]:443", "[2001:db8::1]"},
-		{"[::1]", "[::1]"},
-	} {
-		r := httptest.NewRequest("Patch", "http://x/", nil) // methods match without case, so key so too
-		r.Host = c.host
-		if got := Host()(r, Info{}); got != c.want {
-			t.Errorf("Host() of %q = %q, want %q", c.host, got, c.want)
-		}
-		if got := Method()(r, Info{}); got != "PATCH" {
-			t.Errorf("Method() = %q, want PATCH", got)
 		}
 	}
 }
@@ -111,7 +116,7 @@ func TestCovers(t *testing.T) {
 		{"/a", "/b", false},
 		{"bad", "/", false},
 	} {
-		if got := Covers(tc.a, tc.b); got != tc.want {
+		if got := covers(tc.a, tc.b); got != tc.want {
 			t.Errorf("Covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
@@ -122,25 +127,24 @@ func TestCovers(t *testing.T) {
 func TestCoversSound(t *testing.T) {
 	patterns := []string{"/", "/login", "POST /login", "GET /login", "/api/", "/api/{$}", "/api/{id}",
 		"/api/{id}/", "/api/{rest...}", "GET /api/v1", "/api/v1", "/API/V1/", "h.example/", "h.example/api/", "/{x}", "/{x}/{y}"}
-	var reqs []*http.Request
+	var reqs []request
 	for _, m := range []string{"GET", "HEAD", "POST"} {
 		for _, host := range []string{"h.example", "other.example"} {
 			for _, p := range []string{"/", "/login", "/login/", "/api", "/api/", "/api/v1", "/api/v1/", "/api/v1/x", "/x/y", "/x/y/z"} {
-				r := httptest.NewRequest(m, "http://"+host+p, nil)
-				reqs = append(reqs, r)
+				reqs = append(reqs, newRequest(t, m, "http://"+host+p))
 			}
 		}
 	}
 	for _, a := range patterns {
-		pa, _ := parsePattern(a)
+		pa, _ := Parse(a)
 		for _, b := range patterns {
-			if !Covers(a, b) {
+			if !covers(a, b) {
 				continue
 			}
-			pb, _ := parsePattern(b)
+			pb, _ := Parse(b)
 			for _, r := range reqs {
-				if pb.match(r) && !pa.match(r) {
-					t.Errorf("Covers(%q, %q), but %s %s%s matches only %q", a, b, r.Method, r.Host, r.URL.Path, b)
+				if pb.matches(r) && !pa.matches(r) {
+					t.Errorf("Covers(%q, %q), but %s %s%s matches only %q", a, b, r.method, r.host, r.path, b)
 				}
 			}
 		}
@@ -154,15 +158,38 @@ func FuzzPattern(f *testing.F) {
 		f.Add(s, "/items/42;x/../a%2Fb")
 	}
 	f.Fuzz(func(t *testing.T, pattern, path string) {
-		p, err := parsePattern(pattern)
+		p, err := Parse(pattern)
 		if err != nil {
 			return
 		}
-		if !p.covers(p) {
+		if !p.Covers(p) {
 			t.Fatalf("%q does not cover itself", pattern)
 		}
-		r := httptest.NewRequest("GET", "/", nil)
-		r.URL.Path = path
-		p.match(r)
+		p.Match("GET", "", path)
 	})
+}
+
+func TestShadows(t *testing.T) {
+	parse := func(ss ...string) []*Pattern {
+		var out []*Pattern
+		for _, s := range ss {
+			p, _ := Parse(s) // nil for an invalid one, which Shadows passes over
+			out = append(out, p)
+		}
+		return out
+	}
+	got := Shadows(parse("/internal/"), parse("/internal/x", "/", "POST /login", "bad", "/api/", "/api/{rest...}"))
+	want := []Shadow{{Rule: 0, By: 0, Skip: true}, {Rule: 2, By: 1}, {Rule: 4, By: 1}, {Rule: 5, By: 1}}
+	if len(got) != len(want) {
+		t.Fatalf("Shadows = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("shadow %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	same := Shadows(nil, parse("/api/", "/api/{rest...}"))
+	if len(same) != 1 || !same[0].Same || same[0].Advice() != "the two match the same requests: remove or merge one" {
+		t.Errorf("same patterns: %+v", same)
+	}
 }

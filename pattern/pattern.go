@@ -1,18 +1,17 @@
-package httplimit
+package pattern
 
 import (
 	"fmt"
 	"go/token"
-	"net/http"
 	"net/url"
-	"path"
+	gopath "path"
+	"slices"
 	"strings"
 )
 
-// pattern is a parsed route pattern. The package doc gives its syntax and
-// how matching differs from ServeMux's: looser, so that a limit is not
-// dodged by respelling a path, and in order, the first match winning.
-type pattern struct {
+// Pattern is a parsed route pattern. The package doc gives its syntax and
+// how matching differs from ServeMux's.
+type Pattern struct {
 	raw    string
 	method string
 	host   string
@@ -26,34 +25,17 @@ type segment struct {
 	wild bool // {name}: any one non-empty segment
 }
 
-// ValidPattern reports whether s is a route pattern Rule.Pattern and
-// Config.Skip accept, and what is wrong with it if not.
-func ValidPattern(s string) error {
-	_, err := parsePattern(s)
-	return err
-}
+// String returns the pattern as written.
+func (p *Pattern) String() string { return p.raw }
 
-// Covers reports whether pattern a matches every request that pattern b
-// matches, so that a rule with pattern b placed after one with pattern a can
-// never be reached (the first matching rule wins). It errs towards false:
-// it may miss a pair that covers (never the other way), and it is false
-// when either pattern is invalid.
-func Covers(a, b string) bool {
-	pa, err := parsePattern(a)
-	if err != nil {
-		return false
-	}
-	pb, err := parsePattern(b)
-	if err != nil {
-		return false
-	}
-	return pa.covers(pb)
-}
-
-func (p *pattern) covers(q *pattern) bool {
+// Covers reports whether p matches every request that q matches, so that a
+// rule with pattern q placed after one with pattern p can never be reached.
+// It errs towards false: it may miss a pair that covers, never the other
+// way.
+func (p *Pattern) Covers(q *Pattern) bool {
 	switch {
 	case p.method == "" || strings.EqualFold(p.method, q.method):
-	case p.method == http.MethodGet && strings.EqualFold(q.method, http.MethodHead):
+	case p.method == "GET" && strings.EqualFold(q.method, "HEAD"):
 	default:
 		return false
 	}
@@ -82,8 +64,10 @@ func (p *pattern) covers(q *pattern) bool {
 	}
 }
 
-func parsePattern(s string) (*pattern, error) {
-	p := &pattern{raw: s}
+// Parse reads a pattern "[METHOD ][HOST]/[PATH]". Its errors quote the
+// pattern and say what is wrong with it.
+func Parse(s string) (*Pattern, error) {
+	p := &Pattern{raw: s}
 	rest := s
 	if i := strings.IndexAny(rest, " \t"); i >= 0 {
 		p.method, rest = rest[:i], strings.TrimLeft(rest[i:], " \t")
@@ -111,6 +95,15 @@ func parsePattern(s string) (*pattern, error) {
 		p.dir = true // "/" matches every path
 		return p, nil
 	}
+	if err := p.parsePath(rest); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parsePath reads the segments after the path's first "/".
+func (p *Pattern) parsePath(rest string) error {
+	s := p.raw
 	parts := strings.Split(rest, "/")
 	names := map[string]bool{}
 	wildcard := func(part, name string) error {
@@ -130,60 +123,70 @@ func parsePattern(s string) (*pattern, error) {
 			p.dir = true
 		case part == "{$}":
 			if !last {
-				return nil, fmt.Errorf("pattern %q: {$} must end the path", s)
+				return fmt.Errorf("pattern %q: {$} must end the path", s)
 			}
 			p.end = true
 		case strings.HasPrefix(part, "{") && strings.HasSuffix(part, "...}"):
 			if !last {
-				return nil, fmt.Errorf("pattern %q: %s must end the path", s, part)
+				return fmt.Errorf("pattern %q: %s must end the path", s, part)
 			}
 			if err := wildcard(part, part[1:len(part)-4]); err != nil {
-				return nil, err
+				return err
 			}
 			p.dir = true
 		case strings.HasPrefix(part, "{") && strings.HasSuffix(part, "}"):
 			if err := wildcard(part, part[1:len(part)-1]); err != nil {
-				return nil, err
+				return err
 			}
 			p.segs = append(p.segs, segment{wild: true})
 		case strings.ContainsAny(part, "{}"):
-			return nil, fmt.Errorf("pattern %q: a wildcard must be a whole segment, not %q", s, part)
+			return fmt.Errorf("pattern %q: a wildcard must be a whole segment, not %q", s, part)
 		default:
-			// Requests are matched on their decoded path, so a literal is
-			// decoded too, as ServeMux does: "/my%20file" is "/my file".
-			lit, err := url.PathUnescape(part)
-			switch {
-			case err != nil:
-				return nil, fmt.Errorf("pattern %q: bad escape in %q", s, part)
-			case strings.Contains(lit, "/"):
-				return nil, fmt.Errorf("pattern %q: %q holds an escaped /, which a request's decoded path cannot keep apart from a real one", s, part)
-			case lit == "" || lit == "." || lit == "..":
-				return nil, fmt.Errorf("pattern %q: empty or dot segment", s)
+			lit, err := literal(s, part)
+			if err != nil {
+				return err
 			}
 			p.segs = append(p.segs, segment{lit: lit})
 		}
 	}
-	return p, nil
+	return nil
 }
 
-// match reports whether r matches. The path is cleaned first ("//login",
+// literal decodes a literal segment: requests are matched on their decoded
+// path, so a literal is decoded too, as ServeMux does: "/my%20file" is
+// "/my file".
+func literal(s, part string) (string, error) {
+	lit, err := url.PathUnescape(part)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("pattern %q: bad escape in %q", s, part)
+	case strings.Contains(lit, "/"):
+		return "", fmt.Errorf("pattern %q: %q holds an escaped /, which a request's decoded path cannot keep apart from a real one", s, part)
+	case lit == "" || lit == "." || lit == "..":
+		return "", fmt.Errorf("pattern %q: empty or dot segment", s)
+	}
+	return lit, nil
+}
+
+// Match reports whether a request with this method, host (a port is
+// ignored) and decoded path matches. The path is cleaned first ("//login",
 // "/a/../login" and "/login/." all count as "/login"), literal segments and
 // methods compare without regard to case, and ";parameters" are dropped
 // from segments, so a client cannot slip past a rule by spelling a path
 // the way some other server would still route to it ("/LOGIN",
 // "/login;x", "post"). For a rule this errs towards limiting more; for a
 // skip, towards skipping more.
-func (p *pattern) match(r *http.Request) bool {
-	if p.method != "" && !strings.EqualFold(p.method, r.Method) && !(p.method == http.MethodGet && strings.EqualFold(r.Method, http.MethodHead)) {
+func (p *Pattern) Match(method, host, path string) bool {
+	if p.method != "" && !strings.EqualFold(p.method, method) && !(p.method == "GET" && strings.EqualFold(method, "HEAD")) {
 		return false
 	}
-	if p.host != "" && !strings.EqualFold(p.host, hostOnly(r.Host)) {
+	if p.host != "" && !strings.EqualFold(p.host, HostOnly(host)) {
 		return false
 	}
 	if p.dir && len(p.segs) == 0 {
 		return true // "/" (or "HOST/"): every path
 	}
-	rest := cleanPath(r.URL.Path)[1:]
+	rest := cleanPath(path)[1:]
 	slash := true // a "/" follows what was consumed so far
 	for _, seg := range p.segs {
 		if !slash || rest == "" {
@@ -219,16 +222,59 @@ func cleanPath(p string) string {
 	if p == "" || p[0] != '/' {
 		p = "/" + p
 	}
-	c := path.Clean(p)
+	c := gopath.Clean(p)
 	if c != "/" && strings.HasSuffix(p, "/") {
 		c += "/" // keep the trailing slash that "/a/" patterns look for
 	}
 	return c
 }
 
-func hostOnly(h string) string {
+// HostOnly returns a Host value without its port: "example.com:8080" is
+// "example.com", "[::1]:443" is "[::1]".
+func HostOnly(h string) string {
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
 		return h[:i]
 	}
 	return h
+}
+
+// Shadow is a rule no request reaches: a skip or an earlier rule matches
+// every request it does.
+type Shadow struct {
+	Rule int  // the rule's index
+	By   int  // the index of the skip (BySkip) or earlier rule that takes its requests
+	Skip bool // By is a skip
+	Same bool // the two patterns match the same requests
+}
+
+// Advice says how to fix the order.
+func (s Shadow) Advice() string {
+	switch {
+	case s.Skip:
+		return "skips are checked before every rule"
+	case s.Same:
+		return "the two match the same requests: remove or merge one"
+	}
+	return "put the narrower rule first"
+}
+
+// Shadows finds every rule that no request reaches when skips are checked
+// before every rule, then the rules in order, the first match winning.
+// Nil entries (patterns that did not parse) are passed over. Like Covers
+// it may miss a shadow, and never reports a reachable rule.
+func Shadows(skips, rules []*Pattern) []Shadow {
+	var out []Shadow
+	for i, r := range rules {
+		if r == nil {
+			continue
+		}
+		if j := slices.IndexFunc(skips, func(s *Pattern) bool { return s != nil && s.Covers(r) }); j >= 0 {
+			out = append(out, Shadow{Rule: i, By: j, Skip: true})
+			continue
+		}
+		if j := slices.IndexFunc(rules[:i], func(e *Pattern) bool { return e != nil && e.Covers(r) }); j >= 0 {
+			out = append(out, Shadow{Rule: i, By: j, Same: r.Covers(rules[j])})
+		}
+	}
+	return out
 }

@@ -1,0 +1,119 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/floodgate/floodgate/engine"
+)
+
+func (v *validator) store() {
+	s := &v.cfg.Store
+	switch s.Type {
+	case "":
+		s.Type = DefaultStoreType
+	case "memory", "redis":
+	default:
+		v.fail("store.type", "unknown store %q (want memory or redis)", s.Type)
+	}
+	if !v.has("store.local_share") {
+		s.LocalShare = 1
+	} else if err := (engine.Rule{Name: "store", LocalShare: s.LocalShare}).Validate(); err != nil {
+		v.fail("store.local_share", "%s", cause(err)) // every rule's share; the engine's check
+	}
+	if !v.has("store.memory.max_keys") {
+		s.Memory.MaxKeys = DefaultMemoryMaxKeys
+	} else if s.Memory.MaxKeys < 1 {
+		v.fail("store.memory.max_keys", "must be at least 1, got %d", s.Memory.MaxKeys)
+	}
+	if s.Type != "redis" {
+		if v.has("store.redis") {
+			v.fail("store.redis", "store.type is %q, so this section is unused; set store.type: redis", s.Type)
+		}
+		return
+	}
+	v.redis(&s.Redis)
+}
+
+func (v *validator) redis(r *Redis) {
+	n := 0
+	if r.URL != "" {
+		n++
+		if err := checkRedisURL(r.URL); err != nil {
+			v.fail("store.redis.url", "%v (want redis://[user:password@]host:port[/db], or rediss:// for TLS)", err)
+		}
+	}
+	if len(r.Cluster) > 0 {
+		n++
+		v.hostPorts("store.redis.cluster", r.Cluster)
+	}
+	if r.Sentinel != nil {
+		n++
+		if r.Sentinel.Master == "" {
+			v.fail("store.redis.sentinel.master", "required: the master's name as the Sentinels know it")
+		}
+		if len(r.Sentinel.Addrs) == 0 {
+			v.fail("store.redis.sentinel.addrs", "required: at least one Sentinel host:port")
+		}
+		v.hostPorts("store.redis.sentinel.addrs", r.Sentinel.Addrs)
+	}
+	if n != 1 {
+		v.fail("store.redis", "give exactly one of url, cluster and sentinel (found %d)", n)
+	}
+	if !v.has("store.redis.timeout") {
+		r.Timeout = Duration(DefaultRedisTimeout)
+	} else if r.Timeout <= 0 {
+		v.fail("store.redis.timeout", "must be positive")
+	}
+	if !v.has("store.redis.prefix") {
+		r.Prefix = DefaultRedisPrefix
+	} else if strings.ContainsAny(r.Prefix, "{}") {
+		v.fail("store.redis.prefix", "must not contain '{' or '}' (they would take the hash tag's place)")
+	}
+	if !v.has("store.redis.near_cache") {
+		r.NearCache = DefaultNearCache
+	} else if r.NearCache < 0 {
+		v.fail("store.redis.near_cache", "must not be negative")
+	}
+}
+
+func (v *validator) hostPorts(field string, addrs []string) {
+	for i, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			v.fail(fmt.Sprintf("%s[%d]", field, i), "want host:port, got %q", a)
+		}
+	}
+}
+
+// checkRedisURL checks the form of a Redis URL as the Redis client reads
+// it: redis:// or rediss:// with a host and an optional database number,
+// or unix:// with a socket path. Its errors never repeat the URL, which
+// may hold a password.
+func checkRedisURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if u.Host == "" {
+			return errors.New("no host")
+		}
+		if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+			if _, err := strconv.Atoi(db); err != nil {
+				return fmt.Errorf("bad database number %q", db)
+			}
+		}
+	case "unix":
+		if u.Path == "" {
+			return errors.New("no socket path")
+		}
+	default:
+		return fmt.Errorf("unknown scheme %q", u.Scheme)
+	}
+	return nil
+}
