@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/tier"
+	"github.com/floodgate/floodgate/tierhttp"
 )
 
 // tierWorkload builds the two middlewares BenchmarkTierPlan compares, over
@@ -21,7 +22,7 @@ import (
 //
 //   - static: one rule keyed by the API key (httplimit.APIKey), the policy
 //     in the rule;
-//   - tier: the same policy as every key's tier, through tier.Plan over a
+//   - tier: the same policy as every key's tier, through tierhttp.Plan over a
 //     warm tier.Cache, the path a PostgreSQL source takes once its keys
 //     are cached (the Static source behind it is never asked).
 func tierWorkload(tb testing.TB) (reqs []*http.Request, static, tiered http.Handler) {
@@ -53,7 +54,7 @@ func tierWorkload(tb testing.TB) (reqs []*http.Request, static, tiered http.Hand
 		return mw.Wrap(trivial)
 	}
 	static = build(httplimit.Rule{Pattern: "/", Key: []httplimit.KeyPart{httplimit.APIKey("X-API-Key")}, Policies: api})
-	tiered = build(httplimit.Rule{Pattern: "/", Plan: tier.Plan(cache, tier.PlanOptions{})})
+	tiered = build(httplimit.Rule{Pattern: "/", Plan: tierhttp.Plan(cache, tierhttp.PlanOptions{})})
 
 	for _, r := range reqs { // warm the cache and the per-plan limiters
 		rec := httptest.NewRecorder()

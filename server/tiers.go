@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate/floodgate/config"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/tier"
+	"github.com/floodgate/floodgate/tierhttp"
 )
 
 // pgTiers is the PostgreSQL key source: one pool and one cache for the
@@ -153,14 +154,14 @@ func staticKeys(cfg *config.Config) []tier.StaticKey {
 // tierPlan returns rule i's httplimit.Rule.Plan over src.
 func tierPlan(cfg *config.Config, i int, src tier.Source) func(*http.Request) (engine.Plan, error) {
 	rt := cfg.Rules[i].Tiers
-	opts := tier.PlanOptions{Header: rt.Header, Partition: tier.ByTenant}
+	opts := tierhttp.PlanOptions{Header: rt.Header, Partition: tierhttp.ByTenant}
 	if rt.Partition == "key" {
-		opts.Partition = tier.ByKey
+		opts.Partition = tierhttp.ByKey
 	}
 	if rt.PerRoute {
 		opts.Route = cfg.Rules[i].Match
 	}
-	return tier.Plan(src, opts)
+	return tierhttp.Plan(src, opts)
 }
 
 // tiersRestart lists the tier settings a reload cannot change: the

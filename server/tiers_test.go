@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -193,10 +192,9 @@ tiers:
 	if err := conn.QueryRow(ctx, "SELECT string_agg(version, ',') FROM floodgate_schema_migrations").Scan(&applied); err != nil || applied != "001_init" {
 		t.Fatalf("migrations applied at start: %q, %v", applied, err)
 	}
-	var out bytes.Buffer
 	for name, quota := range map[string]int64{"free": 2, "pro": 5} {
 		p := floodgate.Policy{Name: name + "-minute", Algorithm: floodgate.SlidingWindowCounter, Quota: quota, Window: time.Minute}
-		if err := tier.TiersSet(ctx, conn, name, tier.Limits{Policies: []floodgate.Policy{p}}, &out); err != nil {
+		if err := tier.TiersSet(ctx, conn, name, tier.Limits{Policies: []floodgate.Policy{p}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,12 +1,13 @@
 package tier_test
 
 import (
-	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/pgtest"
 	"github.com/floodgate/floodgate/tier"
+	"github.com/floodgate/floodgate/tierhttp"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -153,9 +155,8 @@ func TestPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out bytes.Buffer
 	for name, quota := range map[string]int64{"free": 10, "pro": 1000} {
-		if err := tier.TiersSet(ctx, pool, name, tier.Limits{Policies: []floodgate.Policy{perMinute(name, quota)}}, &out); err != nil {
+		if err := tier.TiersSet(ctx, pool, name, tier.Limits{Policies: []floodgate.Policy{perMinute(name, quota)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +176,7 @@ func TestPostgres(t *testing.T) {
 	cache := tier.NewCache(tier.NewPostgres(pool), tier.CacheOptions{
 		TTL: time.Minute, NegativeTTL: 5 * time.Second, Now: clk.Now, Logger: slog.New(logs),
 	})
-	plan := tier.Plan(cache, tier.PlanOptions{})
+	plan := tierhttp.Plan(cache, tierhttp.PlanOptions{})
 	h := api(t, plan, 1e6, floodgate.FailClosed)
 	hOpen := api(t, plan, 1e6, floodgate.FailOpen)
 
@@ -256,12 +257,12 @@ func TestPostgres(t *testing.T) {
 		}
 		clk.Add(time.Second)
 		want401(t, call(h, "X-API-Key", key), "invalid_api_key")
-		out.Reset()
-		if err := tier.KeysList(ctx, pool, "umbrella", &out); err != nil {
+		keys, err := tier.ListKeys(ctx, pool, "umbrella")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if s := out.String(); !strings.Contains(s, tier.HashKey(key).ID()) || !strings.Contains(s, "revoked ") || strings.Contains(s, key) {
-			t.Fatalf("keys list:\n%s", s)
+		if i := slices.IndexFunc(keys, func(k tier.Key) bool { return k.ID == tier.HashKey(key).ID() }); i < 0 || keys[i].Enabled || keys[i].Revoked == nil {
+			t.Fatalf("keys list: %+v", keys)
 		}
 		if _, err := tier.RevokeKey(ctx, pool, "0123456789abcdef"); err == nil {
 			t.Fatal("revoking a missing key succeeded")
@@ -319,18 +320,12 @@ func TestPostgres(t *testing.T) {
 	})
 
 	t.Run("tiers list", func(t *testing.T) {
-		out.Reset()
-		if err := tier.TiersList(ctx, pool, &out); err != nil {
-			t.Fatal(err)
-		}
-		want := "TIER  KEYS  POLICIES\n" +
-			"free  1     name=free,quota=10,window=1m0s,algorithm=sliding-window-counter\n" +
-			"pro   3     name=pro,quota=1000,window=1m0s,algorithm=sliding-window-counter\n"
-		if out.String() != want {
-			t.Fatalf("tiers list:\n%s\nwant:\n%s", out.String(), want)
+		if got, want := tiersList(t, ctx, pool), "free 1 name=free,quota=10,window=1m0s,algorithm=sliding-window-counter\n"+
+			"pro 3 name=pro,quota=1000,window=1m0s,algorithm=sliding-window-counter\n"; got != want {
+			t.Fatalf("tiers list:\n%s\nwant:\n%s", got, want)
 		}
 		// A new tier definition reaches keys once their entries expire.
-		if err := tier.TiersSet(ctx, pool, "free", tier.Limits{Policies: []floodgate.Policy{perMinute("free-v2", 3)}}, io.Discard); err != nil {
+		if err := tier.TiersSet(ctx, pool, "free", tier.Limits{Policies: []floodgate.Policy{perMinute("free-v2", 3)}}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(time.Minute)
@@ -338,17 +333,30 @@ func TestPostgres(t *testing.T) {
 		if rec.Code != 200 || rec.Header().Get("RateLimit-Policy") != `"ip-guard";q=1000000;w=60, "free-v2";q=3;w=60` {
 			t.Fatalf("after tiers set: %d %q", rec.Code, rec.Header().Get("RateLimit-Policy"))
 		}
-		if err := tier.TiersSet(ctx, pool, "bad", tier.Limits{Policies: []floodgate.Policy{{Name: "x", Algorithm: floodgate.FixedWindow, Quota: 1, Window: 1500 * time.Microsecond}}}, io.Discard); err == nil {
+		if err := tier.TiersSet(ctx, pool, "bad", tier.Limits{Policies: []floodgate.Policy{{Name: "x", Algorithm: floodgate.FixedWindow, Quota: 1, Window: 1500 * time.Microsecond}}}); err == nil {
 			t.Fatal("a window of 1.5 ms was stored")
 		}
 		// An in-flight cap needs no window or algorithm, though every row
 		// of tier_policies holds one.
-		out.Reset()
-		if err := tier.TiersSet(ctx, pool, "capped", tier.Limits{Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 4}}}, &out); err != nil {
+		if err := tier.TiersSet(ctx, pool, "capped", tier.Limits{Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 4}}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := tier.TiersList(ctx, pool, &out); err != nil || !strings.Contains(out.String(), "capped  0     name=inflight,quota=4,unit=concurrent-requests\n") {
-			t.Fatalf("in-flight cap stored and listed: %v\n%s", err, out.String())
+		if got := tiersList(t, ctx, pool); !strings.Contains(got, "capped 0 name=inflight,quota=4,unit=concurrent-requests\n") {
+			t.Fatalf("in-flight cap stored and listed:\n%s", got)
 		}
 	})
+}
+
+// tiersList is ListTiers as lines "name keys limits".
+func tiersList(t *testing.T, ctx context.Context, db tier.DB) string {
+	t.Helper()
+	tiers, err := tier.ListTiers(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, ti := range tiers {
+		fmt.Fprintf(&b, "%s %d %s\n", ti.Name, ti.Keys, tier.FormatLimits(ti.Limits))
+	}
+	return b.String()
 }

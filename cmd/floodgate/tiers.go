@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -133,7 +135,11 @@ configuration given with -c. The tables are created on first use.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return db.withDB(cmd, func(ctx context.Context, conn *pgx.Conn) error {
-				return tier.KeysList(ctx, conn, listTenant, cmd.OutOrStdout())
+				keys, err := tier.ListKeys(ctx, conn, listTenant)
+				if err != nil {
+					return err
+				}
+				return printKeys(cmd.OutOrStdout(), keys)
 			})
 		},
 	}
@@ -195,7 +201,11 @@ concurrent-requests). Daemons apply the change as their cache entries expire.`,
 				}
 			}
 			return db.withDB(cmd, func(ctx context.Context, conn *pgx.Conn) error {
-				return tier.TiersSet(ctx, conn, args[0], limits, cmd.OutOrStdout())
+				if err := tier.TiersSet(ctx, conn, args[0], limits); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "tier %s: %s\n", args[0], tier.FormatLimits(limits))
+				return err
 			})
 		},
 	}
@@ -209,10 +219,42 @@ concurrent-requests). Daemons apply the change as their cache entries expire.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return db.withDB(cmd, func(ctx context.Context, conn *pgx.Conn) error {
-				return tier.TiersList(ctx, conn, cmd.OutOrStdout())
+				tiers, err := tier.ListTiers(ctx, conn)
+				if err != nil {
+					return err
+				}
+				return printTiers(cmd.OutOrStdout(), tiers)
 			})
 		},
 	}
 	c.AddCommand(set, list)
 	return c
+}
+
+// printKeys writes keys as a table: id, tenant, tier, state and creation
+// time. Keys are never printed, only their IDs.
+func printKeys(w io.Writer, keys []tier.Key) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANT\tTIER\tSTATE\tCREATED")
+	for _, k := range keys {
+		state := "enabled"
+		if !k.Enabled {
+			state = "revoked"
+			if k.Revoked != nil {
+				state += " " + k.Revoked.UTC().Format(time.RFC3339)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.Tier, state, k.Created.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+// printTiers writes tiers as a table: name, enabled keys, limits.
+func printTiers(w io.Writer, tiers []tier.TierInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIER\tKEYS\tPOLICIES")
+	for _, t := range tiers {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", t.Name, t.Keys, tier.FormatLimits(t.Limits))
+	}
+	return tw.Flush()
 }

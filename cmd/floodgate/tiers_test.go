@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/pgtest"
 	"os"
 	"os/exec"
@@ -123,5 +124,34 @@ func TestKeysCommandErrors(t *testing.T) {
 		if code != 1 || out != "" || stderr != tc.want {
 			t.Errorf("%v: status %d, stdout %q, stderr:\n %q\nwant:\n %q", tc.args, code, out, stderr, tc.want)
 		}
+	}
+}
+
+// TestPrintTiersAndKeys: the tables of `floodgate tiers list` and
+// `floodgate keys list`.
+func TestPrintTiersAndKeys(t *testing.T) {
+	var b strings.Builder
+	min := floodgate.Policy{Name: "free", Algorithm: floodgate.SlidingWindowCounter, Quota: 10, Window: time.Minute}
+	if err := printTiers(&b, []tier.TierInfo{
+		{Name: "free", Keys: 1, Limits: tier.Limits{Policies: []floodgate.Policy{min}}},
+		{Name: "capped", Limits: tier.Limits{Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 4}}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := "TIER    KEYS  POLICIES\n" +
+		"free    1     name=free,quota=10,window=1m0s,algorithm=sliding-window-counter\n" +
+		"capped  0     name=inflight,quota=4,unit=concurrent-requests\n"
+	if b.String() != want {
+		t.Errorf("tiers:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := printKeys(&b, []tier.Key{{ID: "0123456789abcdef", Tenant: "acme", Tier: "free", Created: at, Revoked: &at}}); err != nil {
+		t.Fatal(err)
+	}
+	want = "ID                TENANT  TIER  STATE                         CREATED\n" +
+		"0123456789abcdef  acme    free  revoked 2025-01-02T03:04:05Z  2025-01-02T03:04:05Z\n"
+	if b.String() != want {
+		t.Errorf("keys:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

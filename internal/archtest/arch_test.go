@@ -107,6 +107,17 @@ var rules = []struct {
 		forbid: []string{"net/http"},
 	},
 	{
+		name:   "tier is data and lookups; its HTTP side is tierhttp",
+		of:     func(d string) bool { return d == "tier" },
+		forbid: []string{"httplimit", "engine", "tierhttp", "clientip"},
+	},
+	{
+		name:   "tier speaks no HTTP of its own",
+		of:     func(d string) bool { return d == "tier" },
+		forbid: []string{"net/http"},
+		direct: true,
+	},
+	{
 		name:   "the client is a peer of the daemon, not part of it",
 		of:     func(d string) bool { return d == "client" },
 		forbid: []string{"engine", "httplimit", "ops", "tier", "config", "server", "redisstore", "memorystore"},

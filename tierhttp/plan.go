@@ -1,12 +1,14 @@
-package tier
+package tierhttp
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/tier"
 )
 
 // Partition chooses what a tier's limits are counted per.
@@ -16,7 +18,7 @@ const (
 	// ByTenant counts per tenant: all keys of a tenant share its quota,
 	// so minting more keys buys no more requests. The default.
 	ByTenant Partition = iota
-	// ByKey counts per API key, named by its Hash.ID.
+	// ByKey counts per API key, named by its tier.Hash.ID.
 	ByKey
 )
 
@@ -52,9 +54,9 @@ type PlanOptions struct {
 //
 //   - no key: a *httplimit.Reject, 401 problem+json with type
 //     …api_key_required;
-//   - a key src answers with ErrUnknownKey or ErrDisabledKey, or one
+//   - a key src answers with tier.ErrUnknownKey or tier.ErrDisabledKey, or one
 //     longer than MaxKeyLength: 401 …invalid_api_key;
-//   - any other error of src (e.g. ErrUnavailable): an
+//   - any other error of src (e.g. tier.ErrUnavailable): an
 //     *httplimit.SourceError naming the "API key database" and wrapping
 //     it, so that the rule's FailureMode answers, and a fail-closed 503
 //     says the database is unavailable;
@@ -63,7 +65,7 @@ type PlanOptions struct {
 //
 // src is asked on every request, so a database source belongs behind a
 // Cache. The returned func is safe for concurrent use.
-func Plan(src Source, opts PlanOptions) func(r *http.Request) (engine.Plan, error) {
+func Plan(src tier.Source, opts PlanOptions) func(r *http.Request) (engine.Plan, error) {
 	shown := opts.Header
 	if shown == "" {
 		shown = "X-API-Key"
@@ -103,11 +105,11 @@ func Plan(src Source, opts PlanOptions) func(r *http.Request) (engine.Plan, erro
 		if len(key) > maxLen {
 			return engine.Plan{}, invalid
 		}
-		h := HashKey(key)
+		h := tier.HashKey(key)
 		e, err := src.Lookup(r.Context(), h)
 		switch {
 		case err == nil:
-		case isAnswer(err):
+		case errors.Is(err, tier.ErrUnknownKey) || errors.Is(err, tier.ErrDisabledKey):
 			return engine.Plan{}, invalid
 		default:
 			return engine.Plan{}, &httplimit.SourceError{Source: "API key database", Err: fmt.Errorf("tier: key %s: %w", h.ID(), err)}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -49,7 +47,7 @@ func AddKey(ctx context.Context, db DB, tenant, tierName string) (AddedKey, erro
 	return AddedKey{Secret: key, Hash: h, Tenant: tenant, Tier: tierName}, nil
 }
 
-// RevokeKey disables one key, named by its ID (16 hex digits, as KeysList
+// RevokeKey disables one key, named by its ID (16 hex digits, as ListKeys
 // prints) or its full hash (64 hex digits), and returns its ID. Caches
 // keep answering for it until their entry expires (CacheOptions.TTL).
 // Given the key itself, it refuses, naming the key's ID to use instead
@@ -96,51 +94,44 @@ func isHex(s string) bool {
 	return true
 }
 
-// The functions below implement `floodgate keys list` and `floodgate
-// tiers set|list`; they write human-readable output to w.
+// Key is one API key as ListKeys reports it: never the key itself.
+type Key struct {
+	ID      string // Hash.ID
+	Tenant  string
+	Tier    string
+	Enabled bool
+	Created time.Time
+	Revoked *time.Time // nil for a key never revoked
+}
 
-// KeysList prints the keys of tenant, or of every tenant when tenant is
-// "", newest first: id, tenant, tier, state and creation time. Keys are
-// never printed, only their IDs.
-func KeysList(ctx context.Context, db DB, tenant string, w io.Writer) error {
+// ListKeys returns the keys of tenant, or of every tenant when tenant is
+// "", newest first.
+func ListKeys(ctx context.Context, db DB, tenant string) ([]Key, error) {
 	rows, err := db.Query(ctx, `SELECT key_id, tenant_id, tier, enabled, created_at, revoked_at
 		FROM api_keys WHERE $1 = '' OR tenant_id = $1 ORDER BY created_at DESC, key_id`, tenant)
 	if err != nil {
-		return fmt.Errorf("tier: keys list: %w", err)
+		return nil, fmt.Errorf("tier: keys list: %w", err)
 	}
 	defer rows.Close()
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTENANT\tTIER\tSTATE\tCREATED")
+	var out []Key
 	for rows.Next() {
-		var (
-			id, ten, tr string
-			enabled     bool
-			created     time.Time
-			revoked     *time.Time
-		)
-		if err := rows.Scan(&id, &ten, &tr, &enabled, &created, &revoked); err != nil {
-			return fmt.Errorf("tier: keys list: %w", err)
+		var k Key
+		if err := rows.Scan(&k.ID, &k.Tenant, &k.Tier, &k.Enabled, &k.Created, &k.Revoked); err != nil {
+			return nil, fmt.Errorf("tier: keys list: %w", err)
 		}
-		state := "enabled"
-		if !enabled {
-			state = "revoked"
-			if revoked != nil {
-				state += " " + revoked.UTC().Format(time.RFC3339)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, ten, tr, state, created.UTC().Format(time.RFC3339))
+		out = append(out, k)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("tier: keys list: %w", err)
+		return nil, fmt.Errorf("tier: keys list: %w", err)
 	}
-	return tw.Flush()
+	return out, nil
 }
 
 // TiersSet creates tier name or replaces all of its limits, in one
 // transaction; keys on the tier get the new limits as caches refresh.
 // Errors: floodgate.ErrInvalidPolicy (wrapped) for invalid limits, or
 // the database's.
-func TiersSet(ctx context.Context, db DB, name string, limits Limits, w io.Writer) error {
+func TiersSet(ctx context.Context, db DB, name string, limits Limits) error {
 	if err := checkTier(name, limits); err != nil {
 		return err
 	}
@@ -182,27 +173,29 @@ func TiersSet(ctx context.Context, db DB, name string, limits Limits, w io.Write
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("tier: tiers set: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "tier %s: %s\n", name, FormatLimits(limits))
-	return err
+	return nil
 }
 
-// TiersList prints every tier with its policies and number of enabled keys.
-func TiersList(ctx context.Context, db DB, w io.Writer) error {
+// TierInfo is one tier as ListTiers reports it.
+type TierInfo struct {
+	Name   string
+	Keys   int64 // enabled keys on the tier
+	Limits Limits
+}
+
+// ListTiers returns every tier with its limits and number of enabled
+// keys, by name.
+func ListTiers(ctx context.Context, db DB) ([]TierInfo, error) {
 	rows, err := db.Query(ctx, `SELECT t.name,
 			(SELECT count(*) FROM api_keys k WHERE k.tier = t.name AND k.enabled),
 			p.name, p.algorithm, p.quota, p.window_ms, p.burst, p.unit
 		FROM tiers t LEFT JOIN tier_policies p ON p.tier = t.name
 		ORDER BY t.name, p.position`)
 	if err != nil {
-		return fmt.Errorf("tier: tiers list: %w", err)
+		return nil, fmt.Errorf("tier: tiers list: %w", err)
 	}
 	defer rows.Close()
-	type row struct {
-		name   string
-		keys   int64
-		limits Limits
-	}
-	var list []*row
+	var list []TierInfo
 	for rows.Next() {
 		var (
 			name                 string
@@ -211,12 +204,12 @@ func TiersList(ctx context.Context, db DB, w io.Writer) error {
 			quota, window, burst *int64
 		)
 		if err := rows.Scan(&name, &keys, &pname, &alg, &quota, &window, &burst, &unit); err != nil {
-			return fmt.Errorf("tier: tiers list: %w", err)
+			return nil, fmt.Errorf("tier: tiers list: %w", err)
 		}
-		if len(list) == 0 || list[len(list)-1].name != name {
-			list = append(list, &row{name: name, keys: keys})
+		if len(list) == 0 || list[len(list)-1].Name != name {
+			list = append(list, TierInfo{Name: name, Keys: keys})
 		}
-		l := &list[len(list)-1].limits
+		l := &list[len(list)-1].Limits
 		switch {
 		case pname == nil:
 		case *unit == header.UnitConcurrentRequests:
@@ -224,20 +217,15 @@ func TiersList(ctx context.Context, db DB, w io.Writer) error {
 		default:
 			p, err := policyFromRow(*pname, *alg, *quota, *window, *burst, *unit)
 			if err != nil {
-				return fmt.Errorf("tier: tiers list: tier %q: %w", name, err)
+				return nil, fmt.Errorf("tier: tiers list: tier %q: %w", name, err)
 			}
 			l.Policies = append(l.Policies, p)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("tier: tiers list: %w", err)
+		return nil, fmt.Errorf("tier: tiers list: %w", err)
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIER\tKEYS\tPOLICIES")
-	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.name, r.keys, FormatLimits(r.limits))
-	}
-	return tw.Flush()
+	return list, nil
 }
 
 // ParseLimit reads a policy or an in-flight cap from comma-separated

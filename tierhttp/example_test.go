@@ -1,4 +1,4 @@
-package tier_test
+package tierhttp_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/tier"
+	"github.com/floodgate/floodgate/tierhttp"
 )
 
 // Tiers from PostgreSQL behind a cache, with an IP limit guarding the key
@@ -39,7 +40,7 @@ func Example_postgres() {
 			Pattern: "/api/",
 			// By client IP, before any key lookup (K7).
 			Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
-			Plan:     tier.Plan(keys, tier.PlanOptions{}),
+			Plan:     tierhttp.Plan(keys, tierhttp.PlanOptions{}),
 			// Unknown keys while PostgreSQL is down: 503. Cached keys still pass.
 			FailureMode: floodgate.FailClosed,
 		}},
@@ -63,7 +64,7 @@ func ExamplePlan() {
 	mw, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{{
 		Pattern:  "/api/",
 		Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
-		Plan:     tier.Plan(keys, tier.PlanOptions{}),
+		Plan:     tierhttp.Plan(keys, tierhttp.PlanOptions{}),
 	}}})
 	if err != nil {
 		log.Fatal(err)

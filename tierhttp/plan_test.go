@@ -1,13 +1,15 @@
-package tier_test
+package tierhttp_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/tier"
+	"github.com/floodgate/floodgate/tierhttp"
 )
 
 // countingSource counts lookups of another source.
@@ -40,7 +42,7 @@ func staticTiers(t *testing.T) *tier.Static {
 }
 
 func TestPlanLimitsByTier(t *testing.T) {
-	h := api(t, tier.Plan(staticTiers(t), tier.PlanOptions{}), 1e6, floodgate.FailClosed)
+	h := api(t, tierhttp.Plan(staticTiers(t), tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
 	if got := codes(h, "free-1", 11); got[200] != 10 || got[429] != 1 {
 		t.Fatalf("free key, 11 requests: %v, want 10 × 200 and 1 × 429", got)
 	}
@@ -72,7 +74,7 @@ func TestPlanLimitsByTier(t *testing.T) {
 
 func TestPlanRejects(t *testing.T) {
 	src := &countingSource{Source: staticTiers(t)}
-	h := api(t, tier.Plan(src, tier.PlanOptions{}), 1e6, floodgate.FailClosed)
+	h := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
 	want401(t, call(h), "api_key_required")
 	want401(t, call(h, "X-API-Key", ""), "api_key_required")
 	want401(t, call(h, "Authorization", "Basic dXNlcjpwYXNz"), "api_key_required")
@@ -87,11 +89,11 @@ func TestPlanRejects(t *testing.T) {
 	if src.n != 3 {
 		t.Fatalf("%d lookups, want 3 (an over-long key is refused unread)", src.n)
 	}
-	if p := problemOf(t, call(h)); p.Type != tier.ProblemAPIKeyRequired || !strings.Contains(p.Detail, "X-API-Key") {
+	if p := problemOf(t, call(h)); p.Type != tierhttp.ProblemAPIKeyRequired || !strings.Contains(p.Detail, "X-API-Key") {
 		t.Fatalf("default problem %+v", p)
 	}
 
-	custom := api(t, tier.Plan(src, tier.PlanOptions{Header: "Authorization", ProblemTypeBase: "https://api.example/problems/"}), 1e6, floodgate.FailClosed)
+	custom := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{Header: "Authorization", ProblemTypeBase: "https://api.example/problems/"}), 1e6, floodgate.FailClosed)
 	rec := call(custom, "X-API-Key", "pro-1") // that header is not read now
 	if p := problemOf(t, rec); rec.Code != 401 || p.Type != "https://api.example/problems/api_key_required" || strings.Contains(p.Detail, "X-API-Key") {
 		t.Fatalf("Authorization only: %d %+v", rec.Code, p)
@@ -103,7 +105,7 @@ func TestPlanRejects(t *testing.T) {
 
 func TestPlanIPGuardFirst(t *testing.T) {
 	src := &countingSource{Source: staticTiers(t)}
-	h := api(t, tier.Plan(src, tier.PlanOptions{}), 5, floodgate.FailClosed)
+	h := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 5, floodgate.FailClosed)
 	for i := range 5 {
 		want401(t, call(h, "X-API-Key", "guess-"+string(rune('a'+i))), "invalid_api_key")
 	}
@@ -119,16 +121,16 @@ func TestPlanIPGuardFirst(t *testing.T) {
 
 func TestPlanPartition(t *testing.T) {
 	src := staticTiers(t)
-	byKey := api(t, tier.Plan(src, tier.PlanOptions{Partition: tier.ByKey}), 1e6, floodgate.FailClosed)
+	byKey := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{Partition: tierhttp.ByKey}), 1e6, floodgate.FailClosed)
 	if a, b := codes(byKey, "free-1", 11), codes(byKey, "free-2", 11); a[200] != 10 || b[200] != 10 {
 		t.Fatalf("per key: %v %v, want 10 passes each", a, b)
 	}
 
-	p, err := tier.Plan(src, tier.PlanOptions{Route: "POST /upload"})(requestWith("X-API-Key", "free-1"))
+	p, err := tierhttp.Plan(src, tierhttp.PlanOptions{Route: "POST /upload"})(requestWith("X-API-Key", "free-1"))
 	if err != nil || p.Key != "acme|POST /upload" {
 		t.Fatalf("partition key %q, %v", p.Key, err)
 	}
-	p, err = tier.Plan(src, tier.PlanOptions{Partition: tier.ByKey})(requestWith("X-API-Key", "pro-1"))
+	p, err = tierhttp.Plan(src, tierhttp.PlanOptions{Partition: tierhttp.ByKey})(requestWith("X-API-Key", "pro-1"))
 	if err != nil || p.Key != tier.HashKey("pro-1").ID() || p.Name != "pro" || len(p.Policies) != 1 || p.Policies[0].Quota != 1000 {
 		t.Fatalf("by key: %+v %v", p, err)
 	}
@@ -140,15 +142,20 @@ func requestWith(k, v string) *http.Request {
 	return r
 }
 
+// downSource is a source whose database is down.
+type downSource struct{}
+
+func (downSource) Lookup(context.Context, tier.Hash) (tier.Entry, error) {
+	return tier.Entry{}, fmt.Errorf("%w: connection refused", tier.ErrUnavailable)
+}
+
 func TestPlanSourceFailure(t *testing.T) {
-	src := newFake()
-	src.set("k", free, nil)
-	src.down.Store(true)
-	closed := api(t, tier.Plan(src, tier.PlanOptions{}), 1e6, floodgate.FailClosed)
+	var src downSource
+	closed := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
 	if rec := call(closed, "X-API-Key", "k"); rec.Code != 503 || !strings.Contains(rec.Body.String(), `API key database unavailable for rule`) {
 		t.Fatalf("fail-closed: %d %s, want 503 naming the API key database", rec.Code, rec.Body)
 	}
-	open := api(t, tier.Plan(src, tier.PlanOptions{}), 1e6, floodgate.FailOpen)
+	open := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailOpen)
 	if rec := call(open, "X-API-Key", "k"); rec.Code != 200 {
 		t.Fatalf("fail-open: %d, want 200", rec.Code)
 	}
