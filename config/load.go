@@ -88,18 +88,7 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // Errors for any problem.
 func Parse(file string, data []byte) (*Config, error) {
 	if !utf8.Valid(data) {
-		// The YAML parser says only "invalid UTF-8"; point at the line.
-		bad := len(data)
-		for i := 0; i < len(data); {
-			r, size := utf8.DecodeRune(data[i:])
-			if r == utf8.RuneError && size == 1 {
-				bad = i
-				break
-			}
-			i += size
-		}
-		line := 1 + bytes.Count(data[:bad], []byte("\n"))
-		return nil, Errors{{File: file, Line: line, Msg: fmt.Sprintf("not valid UTF-8 (byte 0x%02x); save the file as UTF-8", data[bad])}}
+		return nil, Errors{notUTF8(file, data)}
 	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -146,6 +135,22 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, d.errs
 	}
 	return cfg, nil
+}
+
+// notUTF8 points at the first byte of data that is not UTF-8: the YAML
+// parser says only "invalid UTF-8".
+func notUTF8(file string, data []byte) Error {
+	bad := len(data)
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			bad = i
+			break
+		}
+		i += size
+	}
+	line := 1 + bytes.Count(data[:bad], []byte("\n"))
+	return Error{File: file, Line: line, Msg: fmt.Sprintf("not valid UTF-8 (byte 0x%02x); save the file as UTF-8", data[bad])}
 }
 
 // unquotedEnv explains a YAML syntax error caused by a ${...} written

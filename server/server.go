@@ -224,11 +224,51 @@ func restartNeeded(old, cfg *config.Config) []string {
 // Start listens on every configured address and serves in the background.
 // Faces with the same address share one listener.
 func (s *Server) Start() error {
-	cfg := s.start
-	type bind struct {
-		addr  string
-		faces []Face
+	binds := s.binds()
+	var lns []net.Listener
+	for _, b := range binds {
+		ln, err := net.Listen("tcp", b.addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("server: %s: %w", b.faces[0], err)
+		}
+		lns = append(lns, ln)
+		for _, f := range b.faces {
+			s.addrs[f] = ln.Addr().String()
+		}
 	}
+	errorLog := slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)
+	for i, b := range binds {
+		gateway := len(b.faces) == 1 && b.faces[0] == FaceGateway
+		srv := &http.Server{Handler: s.handler(b), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
+		if !gateway {
+			// The gateway streams request bodies of any length to the
+			// upstream; every other face reads small bodies, which a client
+			// must not be able to drip in forever.
+			srv.ReadTimeout = requestReadTimeout
+		}
+		s.servers = append(s.servers, srv)
+		go func(ln net.Listener) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.errc <- err
+			}
+		}(lns[i])
+		s.logger.Info("listening", "faces", fmt.Sprint(b.faces), "addr", lns[i].Addr().String())
+	}
+	return s.startRLS()
+}
+
+// bind is one listen address and the faces it serves.
+type bind struct {
+	addr  string
+	faces []Face
+}
+
+// binds groups the configured faces by listen address.
+func (s *Server) binds() []*bind {
+	cfg := s.start
 	var binds []*bind
 	add := func(f Face, addr string) {
 		for _, b := range binds {
@@ -252,60 +292,31 @@ func (s *Server) Start() error {
 	if cfg.Admin.Listen != config.Off {
 		add(FaceAdmin, cfg.Admin.Listen)
 	}
-	var lns []net.Listener
-	for _, b := range binds {
-		ln, err := net.Listen("tcp", b.addr)
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return fmt.Errorf("server: %s: %w", b.faces[0], err)
-		}
-		lns = append(lns, ln)
-		for _, f := range b.faces {
-			s.addrs[f] = ln.Addr().String()
-		}
+	return binds
+}
+
+// handler serves the faces of one listener: the gateway alone, or the
+// others' routes on one mux.
+func (s *Server) handler(b *bind) http.Handler {
+	if len(b.faces) == 1 && b.faces[0] == FaceGateway {
+		return http.HandlerFunc(s.serveGateway)
 	}
-	errorLog := slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)
-	for i, b := range binds {
-		var h http.Handler
-		gateway := len(b.faces) == 1 && b.faces[0] == FaceGateway
-		if gateway {
-			h = http.HandlerFunc(s.serveGateway)
-		} else {
-			mux := http.NewServeMux()
-			for _, f := range b.faces {
-				s.route(mux, f)
-			}
-			// A web page the operator visits could otherwise make the
-			// browser POST a check to a listener on loopback, spending a
-			// key's quota: a cross-origin POST sent as text/plain needs no
-			// preflight. Requests without Sec-Fetch-Site or Origin
-			// (services, curl) pass. Forward-auth is exempt: proxies pass
-			// the browser's own headers on, and Traefik may keep the
-			// original method, so the app's legitimate cross-site POSTs
-			// would be refused.
-			cop := http.NewCrossOriginProtection()
-			cop.AddInsecureBypassPattern("/v1/auth")
-			cop.AddInsecureBypassPattern("/v1/auth/nginx")
-			h = cop.Handler(mux)
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
-		if !gateway {
-			// The gateway streams request bodies of any length to the
-			// upstream; every other face reads small bodies, which a client
-			// must not be able to drip in forever.
-			srv.ReadTimeout = requestReadTimeout
-		}
-		s.servers = append(s.servers, srv)
-		go func(ln net.Listener) {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.errc <- err
-			}
-		}(lns[i])
-		s.logger.Info("listening", "faces", fmt.Sprint(b.faces), "addr", lns[i].Addr().String())
+	mux := http.NewServeMux()
+	for _, f := range b.faces {
+		s.route(mux, f)
 	}
-	return s.startRLS()
+	// A web page the operator visits could otherwise make the
+	// browser POST a check to a listener on loopback, spending a
+	// key's quota: a cross-origin POST sent as text/plain needs no
+	// preflight. Requests without Sec-Fetch-Site or Origin
+	// (services, curl) pass. Forward-auth is exempt: proxies pass
+	// the browser's own headers on, and Traefik may keep the
+	// original method, so the app's legitimate cross-site POSTs
+	// would be refused.
+	cop := http.NewCrossOriginProtection()
+	cop.AddInsecureBypassPattern("/v1/auth")
+	cop.AddInsecureBypassPattern("/v1/auth/nginx")
+	return cop.Handler(mux)
 }
 
 // requestReadTimeout bounds reading a whole request, headers and body, on

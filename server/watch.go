@@ -30,13 +30,8 @@ func (s *Server) Watch(ctx context.Context, debounce time.Duration) error {
 	if err := w.Add(filepath.Dir(file)); err != nil {
 		return err
 	}
-	var timer *time.Timer
-	fire := make(chan struct{}, 1)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	d := newDebouncer(debounce)
+	defer d.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -54,17 +49,8 @@ func (s *Server) Watch(ctx context.Context, debounce time.Duration) error {
 			if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) == 0 {
 				continue
 			}
-			if timer == nil {
-				timer = time.AfterFunc(debounce, func() {
-					select {
-					case fire <- struct{}{}:
-					default:
-					}
-				})
-			} else {
-				timer.Reset(debounce)
-			}
-		case <-fire:
+			d.kick()
+		case <-d.fire:
 			s.logger.Info("configuration file changed; reloading", "file", s.file)
 			s.Reload()
 		case err, ok := <-w.Errors:
@@ -73,5 +59,35 @@ func (s *Server) Watch(ctx context.Context, debounce time.Duration) error {
 			}
 			s.logger.Warn("watching the configuration file", "error", err)
 		}
+	}
+}
+
+// debouncer sends on fire once no kick has come for its delay.
+type debouncer struct {
+	delay time.Duration
+	timer *time.Timer
+	fire  chan struct{}
+}
+
+func newDebouncer(delay time.Duration) *debouncer {
+	return &debouncer{delay: delay, fire: make(chan struct{}, 1)}
+}
+
+func (d *debouncer) kick() {
+	if d.timer != nil {
+		d.timer.Reset(d.delay)
+		return
+	}
+	d.timer = time.AfterFunc(d.delay, func() {
+		select {
+		case d.fire <- struct{}{}:
+		default:
+		}
+	})
+}
+
+func (d *debouncer) stop() {
+	if d.timer != nil {
+		d.timer.Stop()
 	}
 }

@@ -101,6 +101,64 @@ func (r *loadResult) count5xx() int64 {
 }
 
 func runLoad(ctx context.Context, o loadOptions) (*loadResult, error) {
+	run, err := newLoadRun(o)
+	if err != nil {
+		return nil, err
+	}
+	defer run.tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	if o.rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(o.rate))
+		defer t.Stop()
+		run.tokens = t.C
+	}
+	run.start = time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < o.connections; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run.merge(run.worker(ctx))
+		}()
+	}
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		run.report(stopProgress)
+	}()
+	wg.Wait()
+	close(stopProgress)
+	<-progressDone
+	res := run.res
+	res.elapsed = time.Since(run.start)
+	for _, c := range res.statuses {
+		res.requests += c
+	}
+	slices.Sort(res.latencies)
+	return res, nil
+}
+
+// loadRun is one load test: its requests' shape, and what the workers
+// have counted so far.
+type loadRun struct {
+	o      loadOptions
+	hdr    http.Header
+	keys   []string // values of o.varyHeader, one per request in turn
+	tr     *http.Transport
+	client *http.Client
+	tokens <-chan time.Time // nil: no rate limit
+	start  time.Time
+
+	sent, done              atomic.Int64 // for the progress lines
+	n429, n2xx, nOther, nEr atomic.Int64
+
+	mu  sync.Mutex
+	res *loadResult
+}
+
+func newLoadRun(o loadOptions) (*loadRun, error) {
 	if o.connections < 1 || o.duration <= 0 || o.keys < 1 {
 		return nil, fmt.Errorf("need --connections ≥ 1, --duration > 0 and --keys ≥ 1")
 	}
@@ -116,135 +174,129 @@ func runLoad(ctx context.Context, o loadOptions) (*loadResult, error) {
 		return nil, err
 	}
 	tr := &http.Transport{MaxIdleConns: o.connections, MaxIdleConnsPerHost: o.connections, MaxConnsPerHost: o.connections, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	ctx, cancel := context.WithTimeout(ctx, o.duration)
-	defer cancel()
-
-	var tokens <-chan time.Time
-	if o.rate > 0 {
-		t := time.NewTicker(time.Second / time.Duration(o.rate))
-		defer t.Stop()
-		tokens = t.C
-	}
-	var (
-		mu                      sync.Mutex
-		res                     = &loadResult{statuses: map[int]int64{}}
-		sent, done              atomic.Int64
-		n429, n2xx, nOther, nEr atomic.Int64
-	)
 	keys := make([]string, o.keys)
 	for i := range keys {
 		keys[i] = "key-" + strconv.Itoa(i)
 	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < o.connections; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			statuses := map[int]int64{}
-			var lat []time.Duration
-			var noRA, errs, withRL int64
-			var firstErr string
-			for ctx.Err() == nil {
-				if tokens != nil {
-					select {
-					case <-ctx.Done():
-						continue
-					case <-tokens:
-					}
-				}
-				i := sent.Add(1)
-				var body io.Reader
-				if o.body != "" {
-					body = strings.NewReader(o.body)
-				}
-				req, _ := http.NewRequestWithContext(ctx, o.method, o.url, body)
-				for k, v := range hdr {
-					req.Header[k] = v
-				}
-				if o.varyHeader != "" {
-					req.Header.Set(o.varyHeader, keys[int(i)%len(keys)])
-				}
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					if ctx.Err() != nil {
-						break // the run ended mid-request: not the server's fault
-					}
-					errs++
-					nEr.Add(1)
-					if firstErr == "" {
-						firstErr = err.Error()
-					}
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				lat = append(lat, time.Since(t0))
-				statuses[resp.StatusCode]++
-				if resp.Header.Get("Ratelimit") != "" || resp.Header.Get("X-Ratelimit-Limit") != "" {
-					withRL++
-				}
-				switch {
-				case resp.StatusCode == http.StatusTooManyRequests:
-					n429.Add(1)
-					if resp.Header.Get("Retry-After") == "" {
-						noRA++
-					}
-				case resp.StatusCode < 300:
-					n2xx.Add(1)
-				default:
-					nOther.Add(1)
-				}
-				done.Add(1)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for s, c := range statuses {
-				res.statuses[s] += c
-			}
-			res.latencies = append(res.latencies, lat...)
-			res.noRetryAfter += noRA
-			res.transportErrs += errs
-			res.withRateLimit += withRL
-			if res.firstErr == "" {
-				res.firstErr = firstErr
-			}
-		}()
-	}
-	stopProgress := make(chan struct{})
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		if o.progress == nil {
-			return
-		}
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		var last int64
-		for {
+	return &loadRun{o: o, hdr: hdr, keys: keys, tr: tr, client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
+		res: &loadResult{statuses: map[int]int64{}}}, nil
+}
+
+// workerStats is what one worker counted, merged into the result at its
+// end so the workers share nothing while they run.
+type workerStats struct {
+	statuses           map[int]int64
+	lat                []time.Duration
+	noRA, errs, withRL int64
+	firstErr           string
+}
+
+// worker sends requests one after another until ctx ends.
+func (r *loadRun) worker(ctx context.Context) *workerStats {
+	ws := &workerStats{statuses: map[int]int64{}}
+	for ctx.Err() == nil {
+		if r.tokens != nil {
 			select {
-			case <-stopProgress:
-				return
-			case <-tick.C:
-				d := done.Load()
-				fmt.Fprintf(o.progress, "%5.0fs  %9d responses  %8d/s   2xx %d  429 %d  other %d  errors %d\n",
-					time.Since(start).Seconds(), d, d-last, n2xx.Load(), n429.Load(), nOther.Load(), nEr.Load())
-				last = d
+			case <-ctx.Done():
+				continue
+			case <-r.tokens:
 			}
 		}
-	}()
-	wg.Wait()
-	close(stopProgress)
-	<-progressDone
-	res.elapsed = time.Since(start)
-	for _, c := range res.statuses {
-		res.requests += c
+		resp, lat, err := r.send(ctx, r.sent.Add(1))
+		if err != nil {
+			if ctx.Err() != nil {
+				break // the run ended mid-request: not the server's fault
+			}
+			ws.errs++
+			r.nEr.Add(1)
+			if ws.firstErr == "" {
+				ws.firstErr = err.Error()
+			}
+			continue
+		}
+		r.count(ws, resp, lat)
 	}
-	slices.Sort(res.latencies)
-	return res, nil
+	return ws
+}
+
+// send makes request i and reads its answer whole.
+func (r *loadRun) send(ctx context.Context, i int64) (*http.Response, time.Duration, error) {
+	var body io.Reader
+	if r.o.body != "" {
+		body = strings.NewReader(r.o.body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, r.o.method, r.o.url, body)
+	for k, v := range r.hdr {
+		req.Header[k] = v
+	}
+	if r.o.varyHeader != "" {
+		req.Header.Set(r.o.varyHeader, r.keys[int(i)%len(r.keys)])
+	}
+	t0 := time.Now()
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, time.Since(t0), nil
+}
+
+func (r *loadRun) count(ws *workerStats, resp *http.Response, lat time.Duration) {
+	ws.lat = append(ws.lat, lat)
+	ws.statuses[resp.StatusCode]++
+	if resp.Header.Get("Ratelimit") != "" || resp.Header.Get("X-Ratelimit-Limit") != "" {
+		ws.withRL++
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		r.n429.Add(1)
+		if resp.Header.Get("Retry-After") == "" {
+			ws.noRA++
+		}
+	case resp.StatusCode < 300:
+		r.n2xx.Add(1)
+	default:
+		r.nOther.Add(1)
+	}
+	r.done.Add(1)
+}
+
+func (r *loadRun) merge(ws *workerStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.res
+	for s, c := range ws.statuses {
+		res.statuses[s] += c
+	}
+	res.latencies = append(res.latencies, ws.lat...)
+	res.noRetryAfter += ws.noRA
+	res.transportErrs += ws.errs
+	res.withRateLimit += ws.withRL
+	if res.firstErr == "" {
+		res.firstErr = ws.firstErr
+	}
+}
+
+// report writes a progress line every second to o.progress until stop.
+func (r *loadRun) report(stop <-chan struct{}) {
+	if r.o.progress == nil {
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last int64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			d := r.done.Load()
+			fmt.Fprintf(r.o.progress, "%5.0fs  %9d responses  %8d/s   2xx %d  429 %d  other %d  errors %d\n",
+				time.Since(r.start).Seconds(), d, d-last, r.n2xx.Load(), r.n429.Load(), r.nOther.Load(), r.nEr.Load())
+			last = d
+		}
+	}
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
