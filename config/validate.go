@@ -150,7 +150,8 @@ func (v *validator) validate() {
 	default:
 		v.fail("log.format", "unknown format %q (want text or json)", c.Log.Format)
 	}
-	v.tiers() // after identity: a rule's tiers.header defaults to its api_key_header
+	v.security() // after faces and rules: callers name rules
+	v.tiers()    // after identity: a rule's tiers.header defaults to its api_key_header
 }
 
 func (v *validator) faces() {
