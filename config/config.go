@@ -166,6 +166,8 @@ type Store struct {
 	LocalShare float64 `yaml:"local_share"`
 	Memory     Memory  `yaml:"memory"`
 	Redis      Redis   `yaml:"redis"`
+	// Breaker stops asking a failing store (store.go).
+	Breaker Breaker `yaml:"breaker"`
 }
 
 // Memory configures the in-process store.

@@ -61,6 +61,7 @@ func (v *validator) validate() {
 	c := v.cfg
 	v.faces()
 	v.store()
+	v.breaker()
 	v.policies()
 	v.rules()
 	v.unreachable()

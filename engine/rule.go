@@ -186,7 +186,7 @@ func (c *Compiled) build(policies []floodgate.Policy, caps []floodgate.Concurren
 		}
 	}
 	if len(policies) > 0 {
-		opts := []floodgate.Option{floodgate.WithLogger(c.e.logger), floodgate.WithClock(c.e.clock)}
+		opts := []floodgate.Option{floodgate.WithLogger(c.e.logger), floodgate.WithClock(c.e.clock), floodgate.WithBreaker(c.e.breaker)}
 		if c.failure == floodgate.FailToLocal {
 			opts = append(opts, floodgate.WithLocalFallback(c.e.local, c.share))
 		} else {

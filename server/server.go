@@ -119,7 +119,12 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		s.closeStore()
 		return nil, err
 	}
-	ec := engine.Config{Store: s.store, Local: s.local, Observer: decisions, Logger: s.logger}
+	br, err := s.newBreaker(cfg)
+	if err != nil {
+		s.closeStore()
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	ec := engine.Config{Store: s.store, Local: s.local, Observer: decisions, Logger: s.logger, Breaker: br}
 	if o := s.ops; o != nil {
 		ec.Observer = engine.Observers{decisions, o.detector, o.offenders, o.stats}
 		ec.Blocker, ec.Capacity = o.detector, o.red
@@ -214,7 +219,7 @@ func restartNeeded(old, cfg *config.Config) []string {
 	}
 	ost, nst := old.Store, cfg.Store
 	// The whole redis section is read once, at New (openStore).
-	if ost.Type != nst.Type || ost.Memory != nst.Memory || !reflect.DeepEqual(ost.Redis, nst.Redis) {
+	if ost.Type != nst.Type || ost.Memory != nst.Memory || !reflect.DeepEqual(ost.Redis, nst.Redis) || ost.Breaker != nst.Breaker {
 		out = append(out, "store")
 	}
 	return out
