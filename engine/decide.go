@@ -210,6 +210,9 @@ func (c *Compiled) Decide(ctx context.Context, req Request) Outcome {
 	if b := c.e.blocker; b != nil {
 		if ra, blocked := b.Blocked(c.name, req.Key); blocked {
 			out.Verdict, out.RetryAfter = Blocked, ra
+			if c.static != nil {
+				out.Field = c.static.field // the limits are known, if not their state
+			}
 			c.report(&out, req.Key, 0, false)
 			return out
 		}

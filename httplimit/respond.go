@@ -24,6 +24,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, ke
 		m.fields.Set(w.Header(), o)
 		m.reducedCapacity(w, r, ru, key, o)
 	case engine.Blocked:
+		m.fields.Set(w.Header(), o) // the limits are known, not their state
 		m.block(w, r, ru, key, o.RetryAfter)
 	case engine.Invalid:
 		status, title := http.StatusBadRequest, "Bad Request"
@@ -39,6 +40,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, ke
 			contextEnded(w, ctx)
 			return
 		}
+		m.fields.Set(w.Header(), o)
 		what := "rate limit store"
 		if se := (*SourceError)(nil); errors.As(o.Err, &se) {
 			what = se.Source

@@ -98,6 +98,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if cerr != nil {
 		s.m.checkErrors.Inc()
 		if cerr.status == http.StatusServiceUnavailable {
+			st.fields.SetKnown(w.Header(), &out) // what is known: the policies
 			w.Header().Set(header.FieldRetryAfter, "1")
 		}
 		writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
