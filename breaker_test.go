@@ -28,7 +28,11 @@ func TestBreakerStates(t *testing.T) {
 	var moves []string
 	var mu sync.Mutex
 	br := floodgate.NewBreaker(floodgate.BreakerConfig{Threshold: 3, Cooldown: time.Second, Now: clock.Now,
-		OnChange: func(from, to floodgate.BreakerState) { mu.Lock(); moves = append(moves, from.String()+">"+to.String()); mu.Unlock() }})
+		OnChange: func(from, to floodgate.BreakerState) {
+			mu.Lock()
+			moves = append(moves, from.String()+">"+to.String())
+			mu.Unlock()
+		}})
 	b := &brokenStore{Store: newMemory(t, clock.Now)}
 	b.broken.Store(true)
 	policies := []floodgate.Policy{{Name: "p", Algorithm: floodgate.FixedWindow, Quota: 100, Window: time.Minute}}

@@ -165,7 +165,7 @@ func (c *Compiled) Reset(ctx context.Context, key string) error {
 	if c.static == nil || c.static.limiter == nil {
 		return nil
 	}
-	return c.static.limiter.Reset(ctx, key)
+	return c.static.limiter.Reset(ctx, BoundKey(key))
 }
 
 func (c *Compiled) build(policies []floodgate.Policy, caps []floodgate.Concurrency) (*set, error) {

@@ -211,7 +211,7 @@ func restartNeeded(old, cfg *config.Config) []string {
 	addr("admin", old.Admin.Listen, cfg.Admin.Listen)
 	// Read once, at New: the logger, and the webhook, key display and
 	// reduction store of ops (setupOps).
-	if old.Log != cfg.Log {
+	if old.Log.Level != cfg.Log.Level || old.Log.Format != cfg.Log.Format {
 		out = append(out, "log")
 	}
 	if oo, no := old.Ops, cfg.Ops; !reflect.DeepEqual(oo.Webhook, no.Webhook) || oo.RawKeys != no.RawKeys || oo.Reductions != no.Reductions || oo.FingerprintSecret != no.FingerprintSecret {
