@@ -146,7 +146,8 @@ func (b *Breaker) move(from, to BreakerState) bool {
 }
 
 // BreakerLogger returns an OnChange that logs each transition to logger
-// (WARN when it opens, INFO otherwise), naming the store.
+// (WARN when it opens and when it closes again, INFO for the probes),
+// naming the store.
 func BreakerLogger(logger *slog.Logger, store string) func(from, to BreakerState) {
 	return func(from, to BreakerState) {
 		level, msg := slog.LevelInfo, "rate limit store breaker "+to.String()
@@ -154,7 +155,7 @@ func BreakerLogger(logger *slog.Logger, store string) func(from, to BreakerState
 		case to == BreakerOpen && from == BreakerClosed:
 			level, msg = slog.LevelWarn, "rate limit store failing: breaker open, the failure mode answers"
 		case to == BreakerClosed:
-			msg = "rate limit store recovered: breaker closed"
+			level, msg = slog.LevelWarn, "rate limit store recovered: breaker closed"
 		}
 		attrs := []slog.Attr{slog.String("from", from.String()), slog.String("to", to.String())}
 		if store != "" {

@@ -12,7 +12,7 @@ import (
 const (
 	DefaultAdminListen     = "127.0.0.1:9090"
 	DefaultStoreType       = "memory"
-	DefaultRedisTimeout    = 50 * time.Millisecond
+	DefaultRedisTimeout    = 250 * time.Millisecond
 	DefaultRedisPrefix     = "fg:"
 	DefaultNearCache       = 10_000
 	DefaultMemoryMaxKeys   = 1_000_000
@@ -190,7 +190,8 @@ type Redis struct {
 	// servers (a URL carries its own).
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
-	// Timeout bounds one decision; default 50ms.
+	// Timeout bounds one decision; default 250ms, above the slowest healthy
+	// calls of a saturated host (docs/OPERATIONS.md, "Store outages").
 	Timeout Duration `yaml:"timeout"`
 	// Prefix starts every key name; default "fg:".
 	Prefix string `yaml:"prefix"`
