@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/floodgate/floodgate/config"
 )
 
@@ -26,7 +24,7 @@ func listen(addr string, l config.Listeners, logger *slog.Logger) (net.Listener,
 	if err != nil {
 		return nil, err
 	}
-	ln = netutil.LimitListener(ln, l.MaxConnections)
+	ln = &limitListener{Listener: ln, free: make(chan struct{}, l.MaxConnections)}
 	if l.TLS == nil {
 		return ln, nil
 	}
@@ -129,4 +127,34 @@ func (c *certFiles) load() (*tls.Config, error) {
 		conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return conf, nil
+}
+
+// limitListener accepts a connection only while fewer than cap(free) are
+// open: past it, Accept waits for one to close, and new clients wait in
+// the kernel's backlog instead of costing a goroutine and buffers each.
+type limitListener struct {
+	net.Listener
+	free chan struct{} // one element per open connection
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.free <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.free
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.free }}, nil
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
