@@ -12,7 +12,7 @@ import (
 const (
 	DefaultAdminListen     = "127.0.0.1:9090"
 	DefaultStoreType       = "memory"
-	DefaultRedisTimeout    = 250 * time.Millisecond
+	DefaultRedisTimeout    = time.Second
 	DefaultRedisPrefix     = "fg:"
 	DefaultNearCache       = 10_000
 	DefaultMemoryMaxKeys   = 1_000_000
@@ -190,7 +190,7 @@ type Redis struct {
 	// servers (a URL carries its own).
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
-	// Timeout bounds one decision; default 250ms, above the slowest healthy
+	// Timeout bounds one decision; default 1s, above the slowest healthy
 	// calls of a saturated host (docs/OPERATIONS.md, "Store outages").
 	Timeout Duration `yaml:"timeout"`
 	// Prefix starts every key name; default "fg:".
