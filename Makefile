@@ -5,7 +5,7 @@ CONFIG  ?= examples/quickstart.yaml
 DOCKER  ?= docker
 IMAGE   ?= floodgate:dev
 
-.PHONY: run build image test test-go test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
+.PHONY: run build image test test-go test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
 
 run:
 	$(GO) run ./cmd/floodgate serve -c $(CONFIG)
@@ -38,12 +38,23 @@ test:
 # The memory-per-key requirement is measured without the race detector,
 # which skews heap figures; the bench module's one test checks that the
 # peers are configured to the same limit, and its benchmarks compile.
+# Every step runs even when an earlier one fails; any failure fails the
+# target.
 test-go:
-	GO=$(GO) scripts/tidy-check.sh
-	. /tmp/floodgate-test/env && $(GO) test -race -count=1 -timeout 8m ./...
-	$(GO) test -count=1 -run '^TestMemoryPerKey$$' ./memorystore
-	cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^TestSameLimit$$' ./...
-	$(MAKE) --no-print-directory test-deploy
+	@status=0; \
+	GO=$(GO) scripts/tidy-check.sh || status=1; \
+	(. /tmp/floodgate-test/env && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
+	$(GO) test -count=1 -run '^TestMemoryPerKey$$' ./memorystore || status=1; \
+	(cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^TestSameLimit$$' ./...) || status=1; \
+	$(MAKE) --no-print-directory test-deploy || status=1; \
+	exit $$status
+
+# The Go tests (test-go) three times in a row while one busy loop per core
+# (STRESS_LOOPS) saturates the machine: none may depend on its speed.
+# Uses the running test services (scripts/services-up.sh).
+STRESS_RUNS ?= 3
+test-stress:
+	scripts/test-stress.sh $(STRESS_RUNS)
 
 # The ways to install and run it: the static binary in an empty root (what
 # the image holds), the Kubernetes manifests, compose file and container
@@ -89,6 +100,11 @@ reshard:
 # The seeded multi-region simulation whose tables are in docs/SCALING.md.
 regionsim:
 	cd bench && $(GO) run ./cmd/regionsim
+
+# The gateway with its Redis killed and restarted, and under a saturated
+# CPU (scripts/chaos.sh; figures in docs/OPERATIONS.md); about 2 minutes.
+chaos:
+	scripts/chaos.sh all
 
 # The quickstart gateway under wrk-like load, with a summary table.
 loadtest:

@@ -67,13 +67,13 @@ type Limiter struct {
 	local         Store
 	localPolicies []Policy
 	retryStore    time.Duration // how long to skip a failing store before trying it again
+	breaker       *Breaker
 	logEvery      time.Duration
 	logger        *slog.Logger
 	now           func() time.Time
 	sleep         func(context.Context, time.Duration) error
 
 	storeErrors atomic.Uint64
-	skipUntil   atomic.Int64 // unix ns; store is not asked before this
 	lastLog     atomic.Int64 // unix ns of the last failure log record
 }
 
@@ -92,6 +92,8 @@ type config struct {
 	logEvery   time.Duration
 	retryStore time.Duration
 	clock      Clock
+	breaker    *Breaker
+	breakerSet bool
 }
 
 // Clock is where a Limiter reads the time and how it waits. The default is
@@ -126,11 +128,17 @@ func WithLogger(logger *slog.Logger) Option { return func(c *config) { c.logger 
 // counted (StoreErrors).
 func WithFailureLogInterval(d time.Duration) Option { return func(c *config) { c.logEvery = d } }
 
-// WithStoreRetry sets how long a failed store is skipped (the failure mode
-// answers at once) before the next call tries it again (≥ 0; 0 tries it on
-// every call); default 200 ms. This keeps a dead store from adding its
-// timeout to every request, and recovery needs no action.
+// WithStoreRetry sets how long the Limiter's own breaker stays open (the
+// failure mode answers at once) before one call probes the store again
+// (≥ 0; 0 probes on the next call); default DefaultBreakerCooldown
+// (200 ms). This keeps a dead store from adding its timeout to every
+// request, and recovery needs no action.
 func WithStoreRetry(d time.Duration) Option { return func(c *config) { c.retryStore = d } }
+
+// WithBreaker puts the Limiter behind b instead of a breaker of its own
+// (DefaultBreakerThreshold consecutive failures open that one, and it logs
+// each transition): share one among the Limiters of one store.
+func WithBreaker(b *Breaker) Option { return func(c *config) { c.breaker, c.breakerSet = b, true } }
 
 // WithClock sets the Limiter's clock, which times WithStoreRetry and Wait;
 // default the system clock. The store keeps its own clock: give both the
@@ -162,7 +170,7 @@ func NewLimiter(store Store, policies []Policy, opts ...Option) (*Limiter, error
 	if err := ValidatePolicies(policies); err != nil {
 		return nil, err
 	}
-	c := config{retryStore: 200 * time.Millisecond, logEvery: 10 * time.Second, logger: slog.Default(), clock: SystemClock}
+	c := config{retryStore: DefaultBreakerCooldown, logEvery: 10 * time.Second, logger: slog.Default(), clock: SystemClock}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -182,6 +190,10 @@ func NewLimiter(store Store, policies []Policy, opts ...Option) (*Limiter, error
 		logger:     c.logger,
 		now:        c.clock.Now,
 		sleep:      c.clock.Sleep,
+		breaker:    c.breaker,
+	}
+	if l.breaker == nil {
+		l.breaker = NewBreaker(BreakerConfig{Cooldown: max(c.retryStore, time.Nanosecond), Now: c.clock.Now, OnChange: BreakerLogger(c.logger, "")})
 	}
 	if c.localSet {
 		l.mode = FailToLocal
@@ -217,6 +229,8 @@ func (c *config) check() error {
 		return bad("WithStoreRetry: %v is negative", c.retryStore)
 	case c.clock == nil:
 		return bad("WithClock: nil clock")
+	case c.breakerSet && c.breaker == nil:
+		return bad("WithBreaker: nil breaker")
 	}
 	return nil
 }
@@ -269,12 +283,10 @@ func (l *Limiter) TakeCost(ctx context.Context, key string, cost Cost) (Decision
 	if err := CheckCost(cost, l.policies); err != nil {
 		return d, err
 	}
-	var err error
-	skip := l.skipUntil.Load()
-	if skip != 0 && l.now().UnixNano() < skip {
-		err = errSkipped
-	} else {
+	err := errSkipped
+	if ok, probe := l.breaker.allow(); ok {
 		err = l.store.Take(ctx, key, cost, l.policies, d.Results)
+		l.breaker.done(ctx, probe, err)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -282,15 +294,12 @@ func (l *Limiter) TakeCost(ctx context.Context, key string, cost Cost) (Decision
 		}
 		return l.fail(ctx, key, cost, d, err)
 	}
-	if skip != 0 {
-		l.skipUntil.CompareAndSwap(skip, 0) // recovered: no clock read per call from here on
-	}
 	l.finish(&d, l.policies)
 	return d, nil
 }
 
-// errSkipped stands for the last store failure while the store is skipped.
-var errSkipped = fmt.Errorf("%w: skipped after a recent failure", ErrStoreUnavailable)
+// errSkipped stands for the last store failure while the breaker is open.
+var errSkipped = fmt.Errorf("%w: skipped while the breaker is open", ErrStoreUnavailable)
 
 func (l *Limiter) fail(ctx context.Context, key string, cost Cost, d Decision, cause error) (Decision, error) {
 	if !errors.Is(cause, ErrStoreUnavailable) {
@@ -298,9 +307,6 @@ func (l *Limiter) fail(ctx context.Context, key string, cost Cost, d Decision, c
 	}
 	l.storeErrors.Add(1)
 	now := l.now().UnixNano()
-	if cause != errSkipped {
-		l.skipUntil.Store(now + int64(l.retryStore))
-	}
 	if last := l.lastLog.Load(); now-last >= int64(l.logEvery) && l.lastLog.CompareAndSwap(last, now) {
 		l.logger.LogAttrs(ctx, slog.LevelError, "rate limit store failing",
 			slog.String("mode", l.mode.String()), slog.Uint64("errors_total", l.storeErrors.Load()), slog.Any("error", cause))

@@ -180,20 +180,22 @@ func TestFailureModes(t *testing.T) {
 		if d, err := l.Take(ctx, "other", 3); err != nil || d.Allowed || !d.Degraded || d.RetryAfter != time.Hour {
 			t.Fatalf("cost 3 locally: %+v %v; want denied, degraded, retry after the store retry", d, err)
 		}
-		// Skipped while WithStoreRetry holds: only the first call reached the store.
-		if b.calls.Load() != 1 {
-			t.Fatalf("store called %d times, want 1", b.calls.Load())
+		// Skipped once the breaker opened, for as long as WithStoreRetry
+		// holds: only the failures that opened it reached the store.
+		if b.calls.Load() != floodgate.DefaultBreakerThreshold {
+			t.Fatalf("store called %d times, want %d", b.calls.Load(), floodgate.DefaultBreakerThreshold)
 		}
 	})
 	t.Run("recovery", func(t *testing.T) {
 		b := newBroken()
-		l, _ := floodgate.NewLimiter(b, policies, quiet, floodgate.WithFailureMode(floodgate.FailOpen), floodgate.WithStoreRetry(200*time.Millisecond))
+		br := floodgate.NewBreaker(floodgate.BreakerConfig{Threshold: 1, Cooldown: 200 * time.Millisecond, Now: clock.Now})
+		l, _ := floodgate.NewLimiter(b, policies, quiet, floodgate.WithFailureMode(floodgate.FailOpen), floodgate.WithBreaker(br))
 		l.Take(ctx, "k", 1)
 		b.broken.Store(false)
 		if d, _ := l.Take(ctx, "k", 1); !d.Degraded {
 			t.Fatal("the store must be skipped right after a failure")
 		}
-		time.Sleep(250 * time.Millisecond) // the limiter's own retry timer is wall-clock
+		clock.Advance(200 * time.Millisecond)
 		if d, err := l.Take(ctx, "k", 1); err != nil || d.Degraded || d.Remaining != 3 {
 			t.Fatalf("after recovery: %+v %v", d, err)
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// audit writes one Info record per observed policy item (C8), or one
+// audit writes one Debug record per observed policy item (C8), or one
 // record without policy attributes for a refusal or Retry-After that came
 // without rate-limit fields; responses carrying no signal at all produce
 // none. Absent values (q, w, r, t) are omitted rather than written as 0,
@@ -31,7 +31,7 @@ func (tr *Transport) audit(ctx context.Context, originName string, at time.Time,
 	if len(s.Items) == 0 && !s.HasRetryAfter && s.Problem == nil && s.Status != 429 {
 		return
 	}
-	if !l.Enabled(ctx, slog.LevelInfo) {
+	if !l.Enabled(ctx, slog.LevelDebug) {
 		// No audit records wanted: skip building them (this runs on every
 		// response), but still count and warn about outliers.
 		for _, it := range s.Items {
@@ -65,7 +65,7 @@ func (tr *Transport) audit(ctx context.Context, originName string, at time.Time,
 		common = append(common, slog.String("problem", s.Problem.Type))
 	}
 	if len(s.Items) == 0 {
-		l.LogAttrs(ctx, slog.LevelInfo, "ratelimit observation", common...)
+		l.LogAttrs(ctx, slog.LevelDebug, "ratelimit observation", common...)
 		return
 	}
 	for _, it := range s.Items {
@@ -91,7 +91,7 @@ func (tr *Transport) audit(ctx context.Context, originName string, at time.Time,
 		if it.Outlier != "" {
 			attrs = append(attrs, slog.String("outlier", it.Outlier))
 		}
-		l.LogAttrs(ctx, slog.LevelInfo, "ratelimit observation", attrs...)
+		l.LogAttrs(ctx, slog.LevelDebug, "ratelimit observation", attrs...)
 		if it.Outlier != "" {
 			tr.outlier(ctx, originName, it)
 		}

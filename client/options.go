@@ -322,7 +322,9 @@ func WithRandom(f func() float64) Option {
 	}
 }
 
-// WithLogger receives the audit records (Info, one per observation, C8)
-// and warnings about outliers, malformed fields and breaker changes.
-// Default slog.Default(); slog.New(slog.DiscardHandler) silences it.
+// WithLogger receives the audit records (Debug, one per observation, C8:
+// enable the Debug level to see them; nothing is logged per response at
+// the default Info) and warnings about outliers, malformed fields and
+// breaker changes. Default slog.Default(); slog.New(slog.DiscardHandler)
+// silences it.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

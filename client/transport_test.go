@@ -374,7 +374,7 @@ func TestPartitionKeyPrediction(t *testing.T) {
 func TestAuditRecord(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
-	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	clk := newFakeClock()
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		return respond(r, 200, "", `RateLimit-Policy: "up";q=1000;qu="content-bytes";w=60;pk=:dXNlcjo0Mg==:`,

@@ -13,7 +13,7 @@ import (
 const (
 	DefaultAdminListen     = "127.0.0.1:9090"
 	DefaultStoreType       = "memory"
-	DefaultRedisTimeout    = 50 * time.Millisecond
+	DefaultRedisTimeout    = time.Second
 	DefaultRedisPrefix     = "fg:"
 	DefaultNearCache       = 10_000
 	DefaultMemoryMaxKeys   = 1_000_000
@@ -85,6 +85,9 @@ type Config struct {
 	// Tiers says where API keys and their tiers come from; nil when no
 	// rule limits by tier (tiers.go).
 	Tiers *Tiers `yaml:"tiers"`
+	// Listeners bounds every listener's connections and requests, and
+	// holds their TLS and Host allow-list (security.go).
+	Listeners Listeners `yaml:"listeners"`
 
 	// policies holds the compiled Policies, filled by validation.
 	policies map[string]floodgate.Policy
@@ -105,6 +108,12 @@ type Gateway struct {
 	// client; 0 flushes as the upstream's Content-Type asks (immediately for
 	// text/event-stream), a negative value after every write.
 	FlushInterval Duration `yaml:"flush_interval"`
+	// UploadTimeout bounds reading a whole request, headers and body;
+	// default 60s, 0 for none.
+	UploadTimeout Duration `yaml:"upload_timeout"`
+	// WriteTimeout bounds writing a whole response, streams included;
+	// default 5m, 0 for none (endless event streams).
+	WriteTimeout Duration `yaml:"write_timeout"`
 }
 
 // API is the decision API face (/v1/check, /v1/limits).
@@ -116,8 +125,12 @@ type API struct {
 	MaxCost int64 `yaml:"max_cost"`
 	// MaxBatch is the most checks in one batch; default 100.
 	MaxBatch int `yaml:"max_batch"`
-	// MaxKeyLength is the longest key in bytes; default 1024.
+	// MaxKeyLength is the longest key in bytes; default 1024. A longer
+	// key is refused with 400.
 	MaxKeyLength int `yaml:"max_key_length"`
+	// Callers are who may use the API, each with its secret, scopes and
+	// rules (security.go). With none, the API listens on loopback only.
+	Callers []Caller `yaml:"callers"`
 }
 
 // ForwardAuth is the face answering nginx auth_request, Traefik ForwardAuth
@@ -131,9 +144,15 @@ type ForwardAuth struct {
 type Admin struct {
 	// Listen is the address; default 127.0.0.1:9090, "off" for none.
 	Listen string `yaml:"listen"`
-	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// /metrics, on /-/reload and on DELETE /v1/limits/{key}.
+	// Token, when set, is required as "Authorization: Bearer <token>" (or
+	// as the password of Basic authentication, for a browser) on every
+	// admin endpoint but /healthz and /readyz, and on DELETE
+	// /v1/limits/{key}.
 	Token string `yaml:"token"`
+	// ReadToken, when set, opens the read-only endpoints (/metrics, the
+	// dashboard and its data, top offenders, alerts and reductions) and
+	// nothing else; it needs Token set too.
+	ReadToken string `yaml:"read_token"`
 }
 
 // Store says where counters live.
@@ -148,6 +167,8 @@ type Store struct {
 	LocalShare float64 `yaml:"local_share"`
 	Memory     Memory  `yaml:"memory"`
 	Redis      Redis   `yaml:"redis"`
+	// Breaker stops asking a failing store (store.go).
+	Breaker Breaker `yaml:"breaker"`
 }
 
 // Memory configures the in-process store.
@@ -170,7 +191,8 @@ type Redis struct {
 	// servers (a URL carries its own).
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
-	// Timeout bounds one decision; default 50ms.
+	// Timeout bounds one decision; default 1s, above the slowest healthy
+	// calls of a saturated host (docs/OPERATIONS.md, "Store outages").
 	Timeout Duration `yaml:"timeout"`
 	// Prefix starts every key name; default "fg:".
 	Prefix string `yaml:"prefix"`
@@ -282,6 +304,10 @@ type Log struct {
 	Level slog.Level `yaml:"level"`
 	// Format: text (default) or json.
 	Format string `yaml:"format"`
+	// RefusalInterval is the least time between two log records of one
+	// key's refusals; the later record counts those left out. Default
+	// 10s; 0 for the default.
+	RefusalInterval Duration `yaml:"refusal_interval"`
 }
 
 // Policy returns the compiled policy of that name.

@@ -19,6 +19,12 @@ type Ops struct {
 	// RawKeys shows partition keys as they are in alerts, logs, the top
 	// offenders and metrics; by default only their fingerprints.
 	RawKeys bool `yaml:"raw_keys"`
+	// FingerprintSecret keys the fingerprints (an HMAC-SHA-256), so that
+	// they cannot be reversed by hashing every address; give every replica
+	// the same one (e.g. "${FLOODGATE_FINGERPRINT_SECRET}") for fingerprints
+	// that agree across replicas and restarts. Default: a random secret
+	// per process.
+	FingerprintSecret string `yaml:"fingerprint_secret"`
 	// Reductions is where capacity reductions are kept: "memory" (this
 	// process) or "redis" (every replica sharing store.redis); default the
 	// store's type.

@@ -103,6 +103,7 @@ func (v *validator) require(f, field, msg string) bool {
 func (v *validator) validate() {
 	v.faces()
 	v.store()
+	v.breaker()
 	v.policies()
 	v.rules()
 	v.unreachable()
@@ -110,7 +111,8 @@ func (v *validator) validate() {
 	v.envoyRLS() // after faces: its listener must not be theirs
 	v.clients()
 	v.output()
-	v.tiers() // after identity: a rule's tiers.header defaults to its api_key_header
+	v.security() // after faces and rules: callers name rules
+	v.tiers()    // after identity: a rule's tiers.header defaults to its api_key_header
 }
 
 // clients checks who is limited how: skips, bypass, trusted proxies and

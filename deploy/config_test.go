@@ -48,11 +48,12 @@ func limits(t *testing.T, file string) map[string]any {
 }
 
 // TestContainerConfig: the image's configuration loads, listens on every
-// interface on the ports the Dockerfile exposes, and is the quickstart.
+// interface on the ports the Dockerfile exposes (the decision API on
+// loopback, having no callers), and is the quickstart.
 func TestContainerConfig(t *testing.T) {
 	const file = "container/floodgate.yaml"
 	cfg := loadConfig(t, file, nil)
-	if cfg.Gateway.Listen != ":8080" || cfg.API.Listen != ":8081" || cfg.Admin.Listen != ":9090" {
+	if cfg.Gateway.Listen != ":8080" || cfg.API.Listen != "127.0.0.1:8081" || cfg.Admin.Listen != ":9090" {
 		t.Errorf("listeners: gateway %q, api %q, admin %q", cfg.Gateway.Listen, cfg.API.Listen, cfg.Admin.Listen)
 	}
 	sameLimitsAsQuickstart(t, file)

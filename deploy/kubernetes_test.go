@@ -115,7 +115,7 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("env from the Secret: %v", env)
 	}
 	file := configFile(t, pod.Spec, c, m.configMap)
-	cfg := loadConfig(t, file, map[string]string{"FLOODGATE_REDIS_URL": "redis://redis:6379/0", "FLOODGATE_ADMIN_TOKEN": "t"})
+	cfg := loadConfig(t, file, map[string]string{"FLOODGATE_REDIS_URL": "redis://redis:6379/0", "FLOODGATE_ADMIN_TOKEN": "t", "FLOODGATE_API_SECRET": "0123456789abcdef0123"})
 	if cfg.Admin.Listen != ":9090" || ports["admin"] != 9090 {
 		t.Errorf("admin listens on %q, the probes' port is %d", cfg.Admin.Listen, ports["admin"])
 	}

@@ -204,12 +204,16 @@ func (o *Outcome) Violated() []string {
 // of its steps. A refused request holds no slot; an admitted one may, so
 // the caller must Release the Outcome when the request's work ends.
 func (c *Compiled) Decide(ctx context.Context, req Request) Outcome {
+	req.Key = BoundKey(req.Key)
 	out := Outcome{Summary: -1}
 	var latency time.Duration
 	timed := c.e.observer != nil
 	if b := c.e.blocker; b != nil {
 		if ra, blocked := b.Blocked(c.name, req.Key); blocked {
 			out.Verdict, out.RetryAfter = Blocked, ra
+			if c.static != nil {
+				out.Field = c.static.field // the limits are known, if not their state
+			}
 			c.report(&out, req.Key, 0, false)
 			return out
 		}
@@ -259,7 +263,7 @@ func (c *Compiled) plan(ctx context.Context, out *Outcome, req Request) time.Dur
 		out.Verdict, out.Err = Unavailable, fmt.Errorf("engine: rule %q: plan %q: %w", c.name, p.Name, err)
 		return 0
 	}
-	key := p.Key
+	key := BoundKey(p.Key)
 	if key == "" {
 		key = req.Key
 	}
@@ -475,7 +479,7 @@ func (c *Compiled) Peek(ctx context.Context, key string) Outcome {
 		return out
 	}
 	out.Field = c.static.field
-	d, err := c.static.limiter.TakeCost(ctx, key, floodgate.Cost{})
+	d, err := c.static.limiter.TakeCost(ctx, BoundKey(key), floodgate.Cost{})
 	if err != nil {
 		out.Verdict, out.Err = Unavailable, err
 		return out

@@ -29,6 +29,10 @@ type Config struct {
 	// Clock is what throttling and the rules' Limiters read and wait on;
 	// default floodgate.SystemClock.
 	Clock floodgate.Clock
+	// Breaker is what every compiled rule's Limiter asks before Store, so
+	// that an outage is one breaker state; default a floodgate.NewBreaker
+	// on Clock logging its transitions to Logger.
+	Breaker *floodgate.Breaker
 }
 
 // Blocker holds keys refused outright for a while, e.g. after abuse was
@@ -90,6 +94,7 @@ type Engine struct {
 	observer Observer
 	logger   *slog.Logger
 	clock    floodgate.Clock
+	breaker  *floodgate.Breaker
 }
 
 // New returns an Engine, or an error when cfg has no Store.
@@ -98,12 +103,15 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("engine: no store")
 	}
 	e := &Engine{store: cfg.Store, local: cfg.Local, blocker: cfg.Blocker, capacity: cfg.Capacity,
-		observer: cfg.Observer, logger: cfg.Logger, clock: cfg.Clock}
+		observer: cfg.Observer, logger: cfg.Logger, clock: cfg.Clock, breaker: cfg.Breaker}
 	if e.logger == nil {
 		e.logger = slog.Default()
 	}
 	if e.clock == nil {
 		e.clock = floodgate.SystemClock
+	}
+	if e.breaker == nil {
+		e.breaker = floodgate.NewBreaker(floodgate.BreakerConfig{Now: e.clock.Now, OnChange: floodgate.BreakerLogger(e.logger, "")})
 	}
 	return e, nil
 }

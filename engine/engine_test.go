@@ -189,3 +189,75 @@ func TestCompileErrors(t *testing.T) {
 		t.Error("an engine without a store was built")
 	}
 }
+
+// TestThrottleStoreClockBehind: the store's clock a millisecond behind the
+// engine's (another host's, or Redis') makes each waiter meet a denial at
+// its turn. It then waits at the head of the line until it fits, not
+// behind the others again: all that fit within the max delay (2.1 s, so
+// the last turn at 2 s has its millisecond) pass, in the order they came.
+func TestThrottleStoreClockBehind(t *testing.T) {
+	clock := newFakeClock()
+	// Behind from the first turn on: the burst at 0 is counted on time.
+	st := memorystore.New(memorystore.WithClock(func() time.Time {
+		if now := clock.Now(); now.After(storetest.Epoch) {
+			return now.Add(-time.Millisecond)
+		}
+		return storetest.Epoch
+	}))
+	defer st.Close()
+	eng, _ := engine.New(engine.Config{Store: st, Clock: clock})
+	rule, err := eng.Compile(engine.Rule{Name: "pace", Mode: engine.Throttle, MaxDelay: 2100 * time.Millisecond,
+		Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 5, Window: time.Second, Burst: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: nothing happened in 10 s", what)
+		}
+	}
+	done := make(chan int, 14)
+	refused := 0
+	for i := range 14 {
+		go func() {
+			out := rule.Decide(context.Background(), engine.Request{Key: "k", Cost: floodgate.Cost{Requests: 1}})
+			if out.Verdict == engine.Allowed {
+				done <- i
+			} else {
+				done <- -1 - out.Waits // a refusal, and how long it was held
+			}
+		}()
+		select {
+		case a := <-done:
+			if i > 0 && a != -1 {
+				t.Fatalf("request %d answered at once with %d, want a refusal without a wait", i, a)
+			}
+			if a == -1 {
+				refused++
+			}
+		case <-clock.changed:
+		}
+	}
+	if refused != 3 {
+		t.Fatalf("%d refused at once, want 3 (11 fit within 2.1 s at 5 per second after a burst of 1)", refused)
+	}
+	// Each turn: the waiter wakes, meets the store's denial, waits one
+	// more millisecond at the head of the line, and passes.
+	for turn := 1; turn <= 10; turn++ {
+		at := storetest.Epoch.Add(time.Duration(turn) * 200 * time.Millisecond)
+		clock.advance(at)
+		within("asleep again for the store's millisecond", clock.changed)
+		clock.advance(at.Add(time.Millisecond))
+		select {
+		case got := <-done:
+			if got != turn {
+				t.Fatalf("turn %d: request %d answered %d", turn, turn, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("turn %d: no answer in 10 s", turn)
+		}
+	}
+}

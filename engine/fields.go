@@ -69,12 +69,24 @@ type Fields struct {
 	Now    func() time.Time  // for the reset epoch; nil: time.Now
 }
 
+// FieldDegraded marks a response the failure mode answered while the
+// store failed (Outcome.Degraded): "store-unavailable". Such a response
+// carries no RateLimit, X-RateLimit-Remaining or X-RateLimit-Reset, whose
+// values only the store knows; RateLimit-Policy still says the limits.
+const FieldDegraded = "Floodgate-Degraded"
+
 // Set writes o's fields on h: RateLimit with every item, RateLimit-Policy
-// (o.Field), and X-RateLimit-* for the summary item. It writes nothing for
-// a shadow outcome or one without items. Set runs on every response, so
-// the values are built in one buffer and cut from one string.
+// (o.Field), and X-RateLimit-* for the summary item. A degraded outcome
+// gets FieldDegraded and only what is known (SetKnown); an outcome without
+// items (blocked, store unavailable) only RateLimit-Policy; a shadow one
+// nothing. Set runs on every response, so the values are built in one
+// buffer and cut from one string.
 func (f *Fields) Set(h map[string][]string, o *Outcome) {
-	if f.Style == None || o.Shadow || o.Summary < 0 {
+	if f.Style == None || o.Shadow {
+		return
+	}
+	if o.Degraded || o.Summary < 0 {
+		f.SetKnown(h, o)
 		return
 	}
 	var buf [192]byte
@@ -121,14 +133,20 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 		h[header.FieldXRemaining] = vals[i+1 : i+2 : i+2]
 		h[header.FieldXReset] = vals[i+2 : i+3 : i+3]
 	}
+	f.setWarning(h, o, it)
+}
+
+// setWarning sends X-RateLimit-Warning (H6) when an admitted request has
+// used WarnAt of the summary limit it, and otherwise removes an outer
+// layer's, which would speak of a limit whose other fields were just
+// replaced.
+func (f *Fields) setWarning(h map[string][]string, o *Outcome, it *Item) {
 	if f.WarnAt > 0 && o.Verdict == Allowed {
 		if used := it.Quota - it.Remaining; float64(used) >= f.WarnAt*float64(it.Quota) {
 			h[header.FieldXWarning] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", it.Name, used, it.Quota)}
 			return
 		}
 	}
-	// An outer layer's warning would speak of a limit whose other fields
-	// were just replaced.
 	delete(h, header.FieldXWarning)
 }
 
@@ -149,6 +167,28 @@ func appendRateLimit(b []byte, o *Outcome) ([]byte, bool) {
 	}
 	b, err := header.AppendLimit(b, limits)
 	return b, err == nil
+}
+
+// SetKnown writes the fields of o that do not depend on the store's
+// answer: RateLimit-Policy and, for the summary item, X-RateLimit-Limit;
+// FieldDegraded when o is degraded. Stale fields an outer layer set are
+// removed.
+func (f *Fields) SetKnown(h map[string][]string, o *Outcome) {
+	for _, name := range []string{header.FieldRateLimit, header.FieldXRemaining, header.FieldXReset, header.FieldXWarning} {
+		delete(h, name)
+	}
+	if o.Degraded {
+		h[FieldDegraded] = []string{"store-unavailable"}
+	}
+	if f.Style == None || o.Shadow {
+		return
+	}
+	if f.Style != Legacy && o.Field != "" {
+		h[header.FieldPolicy] = []string{o.Field}
+	}
+	if f.Style != Draft11 && o.Summary >= 0 {
+		h[header.FieldXLimit] = []string{strconv.FormatInt(o.Item(o.Summary).Quota, 10)}
+	}
 }
 
 // EffectiveWindow is t of draft-11 §3.2 for one rate item, in whole

@@ -191,7 +191,7 @@ func (c *Compiled) Reset(ctx context.Context, key string) error {
 	if c.static == nil || c.static.limiter == nil {
 		return nil
 	}
-	return c.static.limiter.Reset(ctx, key)
+	return c.static.limiter.Reset(ctx, BoundKey(key))
 }
 
 func (c *Compiled) build(policies []floodgate.Policy, caps []floodgate.Concurrency) (*set, error) {
@@ -200,7 +200,7 @@ func (c *Compiled) build(policies []floodgate.Policy, caps []floodgate.Concurren
 		return nil, err // plans and reductions come here without Validate
 	}
 	if len(policies) > 0 {
-		opts := []floodgate.Option{floodgate.WithLogger(c.e.logger), floodgate.WithClock(c.e.clock)}
+		opts := []floodgate.Option{floodgate.WithLogger(c.e.logger), floodgate.WithClock(c.e.clock), floodgate.WithBreaker(c.e.breaker)}
 		if c.failure == floodgate.FailToLocal {
 			opts = append(opts, floodgate.WithLocalFallback(c.e.local, c.share))
 		} else {

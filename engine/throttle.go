@@ -48,16 +48,19 @@ func (c *Compiled) take(ctx context.Context, out *Outcome, l *floodgate.Limiter,
 		return d, err
 	}
 	spacing := refill(l.Policies(), cost)
-	for {
-		now := clock.Now()
-		turn, ok := c.queues.join(key, now, now.Add(d.RetryAfter), spacing, arrived.Add(c.maxDelay))
+	deadline := arrived.Add(c.maxDelay)
+	now := clock.Now()
+	turn, ok := c.queues.join(key, now, now.Add(d.RetryAfter), spacing, deadline)
+	for inLine := true; ; inLine = false {
 		if !ok {
 			out.RetryAfter = max(out.RetryAfter, turn.Sub(now))
 			return d, nil
 		}
 		out.Waits++
 		err := clock.Sleep(ctx, turn.Sub(now))
-		c.queues.leave(key)
+		if inLine {
+			c.queues.leave(key)
+		}
 		if err != nil {
 			return d, nil // the wait ended early: refused, with the standing last seen
 		}
@@ -65,7 +68,12 @@ func (c *Compiled) take(ctx context.Context, out *Outcome, l *floodgate.Limiter,
 		if err != nil || next.Allowed {
 			return next, err
 		}
-		d = next
+		// Denied at its turn (a clock a little behind, or a request that
+		// came in first): it is at the head of the line now, so it waits
+		// only until it fits, not behind the others again.
+		d, now = next, clock.Now()
+		turn = now.Add(d.RetryAfter)
+		ok = !turn.After(deadline)
 	}
 }
 

@@ -2,10 +2,13 @@ package httplimit
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/floodgate/floodgate/pattern"
 )
@@ -52,9 +55,10 @@ func Header(name string) KeyPart {
 // (RFC 6750), any other name for the header's whole value. So
 // APIKey("X-API-Key") reads only X-API-Key, APIKey("X-API-Key",
 // "Authorization") also takes a Bearer token, and APIKey() is
-// APIKey("Authorization"). The key is a SHA-256 fingerprint of the secret,
-// never the secret itself, so stores, logs and metrics never hold it. A
-// request with no key gets "" (see Rule.Missing).
+// APIKey("Authorization"). The key is the first 16 hex digits of the
+// secret's SHA-256 (as tier.Hash.ID), never the secret itself, so stores,
+// logs and metrics never hold it. A request with no key gets "" (see
+// Rule.Missing).
 func APIKey(headers ...string) KeyPart {
 	if len(headers) == 0 {
 		headers = []string{"Authorization"}
@@ -70,7 +74,7 @@ func APIKey(headers ...string) KeyPart {
 				v, _ = BearerToken(r)
 			}
 			if v != "" {
-				return Fingerprint(v)
+				return secretID(v)
 			}
 		}
 		return ""
@@ -97,9 +101,40 @@ func FromContext(fn func(ctx context.Context) string) KeyPart {
 // Literal is a fixed part, e.g. to share one partition across routes.
 func Literal(s string) KeyPart { return func(*http.Request, Info) string { return s } }
 
-// Fingerprint returns the first 16 hex digits of the SHA-256 of s: enough
-// to tell keys apart in logs and stores without revealing them.
+// fingerprintSecret keys Fingerprint: random per process unless
+// SetFingerprintSecret gives the deployment's.
+var fingerprintSecret atomic.Pointer[[]byte]
+
+func init() {
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	fingerprintSecret.Store(&secret)
+}
+
+// SetFingerprintSecret keys every later Fingerprint of the process with
+// secret; replicas given the same secret agree on fingerprints. Without
+// it, a random secret drawn at start keys them.
+func SetFingerprintSecret(secret []byte) {
+	secret = append([]byte(nil), secret...)
+	fingerprintSecret.Store(&secret)
+}
+
+// Fingerprint returns the first 16 hex digits of the HMAC-SHA-256 of s
+// under the process's fingerprint secret: enough to tell keys apart in
+// logs, alerts and metrics without revealing them. Being keyed, it cannot
+// be reversed by hashing every candidate, such as all 2^32 IPv4
+// addresses, without the secret.
 func Fingerprint(s string) string {
+	mac := hmac.New(sha256.New, *fingerprintSecret.Load())
+	mac.Write([]byte(s))
+	return hex.EncodeToString(mac.Sum(nil)[:8])
+}
+
+// secretID is the first 16 hex digits of the SHA-256 of an API key, the
+// partition key of APIKey: unkeyed, so that every replica and the tier
+// sources (tier.Hash.ID) agree on it; a key worth guessing is too long
+// to be found by hashing candidates.
+func secretID(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8])
 }

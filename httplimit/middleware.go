@@ -105,9 +105,14 @@ type Config struct {
 	// Retry-After are already set on w when it runs. Blocker's refusals
 	// keep their own problem type.
 	OnReject func(w http.ResponseWriter, r *http.Request, o *engine.Outcome)
-	// Logger gets one record per rejected request (O1); default
+	// Logger gets the records of refusals (O1): one per rule and key per
+	// RefusalLogInterval, counting those held back; default
 	// slog.Default().
 	Logger *slog.Logger
+	// RefusalLogInterval is the least time between two records of one
+	// key's refusals by one rule; default DefaultRefusalLogInterval (10s),
+	// negative for a record per refusal.
+	RefusalLogInterval time.Duration
 	// Now is the clock for X-RateLimit-Reset epochs; default time.Now.
 	Now func() time.Time
 }
@@ -123,6 +128,7 @@ type Middleware struct {
 	fields   engine.Fields
 	onReject func(http.ResponseWriter, *http.Request, *engine.Outcome)
 	logger   *slog.Logger
+	refusals *refusalLog
 
 	lastNoPeer atomic.Int64 // when an unknown client address was last logged, Unix ns
 }
@@ -140,6 +146,7 @@ func New(cfg Config) (*Middleware, error) {
 		fields:   engine.Fields{Style: cfg.Headers, Reset: cfg.ResetStyle, WarnAt: cfg.WarnAt, Now: cfg.Now},
 		onReject: cfg.OnReject,
 		logger:   cfg.Logger,
+		refusals: newRefusalLog(cfg.RefusalLogInterval, cfg.Now),
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()

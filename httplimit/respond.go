@@ -24,6 +24,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, ke
 		m.fields.Set(w.Header(), o)
 		m.reducedCapacity(w, r, ru, key, o)
 	case engine.Blocked:
+		m.fields.Set(w.Header(), o) // the limits are known, not their state
 		m.block(w, r, ru, key, o.RetryAfter)
 	case engine.Invalid:
 		status, title := http.StatusBadRequest, "Bad Request"
@@ -39,6 +40,7 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, ke
 			contextEnded(w, ctx)
 			return
 		}
+		m.fields.Set(w.Header(), o)
 		what := "rate limit store"
 		if se := (*SourceError)(nil); errors.As(o.Err, &se) {
 			what = se.Source
@@ -92,8 +94,10 @@ func Detail(o *engine.Outcome) string {
 func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key string, ra time.Duration) {
 	secs := header.Seconds(ra)
 	refusing(w.Header(), secs)
-	m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",
-		slog.String("rule", ru.name), slog.String("key", Fingerprint(key)), slog.Int64("retry_after", secs))
+	if n, ok := m.refusals.admit(ru.name, key); ok {
+		m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",
+			slog.String("rule", ru.name), slog.String("key", Fingerprint(key)), slog.Int64("retry_after", secs), slog.Int64("suppressed", n))
+	}
 	header.Problem{
 		Type: header.ProblemAbnormalUsageDetected, Title: "Abnormal Usage Detected", Status: 429,
 		Detail: "requests from this client were blocked after abnormal usage", RetryAfter: secs,
@@ -129,12 +133,20 @@ func serviceUnavailable(w http.ResponseWriter, detail string) {
 	header.Problem{Title: "Service Unavailable", Status: 503, Detail: detail}.Write(w)
 }
 
+// logDenied logs a refusal, unless one of the same rule and key was
+// logged within the refusal log interval; suppressed counts those held
+// back since.
 func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, o *engine.Outcome, retryAfter int64, msg string) {
+	n, ok := m.refusals.admit(ru.name, key)
+	if !ok {
+		return
+	}
 	m.logger.LogAttrs(ctx, slog.LevelWarn, msg,
 		slog.String("rule", ru.name),
 		slog.String("policy", o.Item(o.Summary).Name),
 		slog.String("key", Fingerprint(key)),
 		slog.Int64("retry_after", retryAfter),
+		slog.Int64("suppressed", n),
 	)
 }
 

@@ -218,7 +218,21 @@ func (p *Pattern) Match(method, host, path string) bool {
 	}
 }
 
+// cleanPath normalises a request path the ways app servers may read it,
+// so that a limit is not dodged by a spelling they route alike: "\" as
+// "/" (IIS), ";parameters" dropped from every segment before "." and
+// ".." are resolved (Tomcat, Jetty and Spring route "/x/..;/login" to
+// "/login"), then "." and ".." resolved as path.Clean does.
 func cleanPath(p string) string {
+	if strings.ContainsAny(p, ";\\") {
+		segs := strings.Split(strings.ReplaceAll(p, "\\", "/"), "/")
+		for i, seg := range segs {
+			if j := strings.IndexByte(seg, ';'); j >= 0 {
+				segs[i] = seg[:j]
+			}
+		}
+		p = strings.Join(segs, "/")
+	}
 	if p == "" || p[0] != '/' {
 		p = "/" + p
 	}

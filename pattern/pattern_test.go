@@ -50,6 +50,13 @@ func TestPatternMatch(t *testing.T) {
 		{"POST /login", "POST", "//login", true},
 		{"POST /login", "POST", "/a/../login", true},
 		{"POST /login", "POST", "/login/.", true},
+		// Tomcat, Jetty and Spring drop ";params" before resolving "..",
+		// and IIS reads "\" as "/": those spellings reach /login there.
+		{"POST /login", "POST", "/x/..;/login", true},
+		{"POST /login", "POST", "/x/..;a/login", true},
+		{"POST /login", "POST", "/x\\..\\login", true},
+		{"POST /login", "POST", "/x%5c..%5clogin", true},
+		{"/static/", "GET", "/static/..;/login", false},
 		{"GET /items/{id}", "HEAD", "/items/42", true},
 		{"GET /items/{id}", "GET", "/items/", false},
 		{"GET /items/{id}", "GET", "/items/42/x", false},

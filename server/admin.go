@@ -51,11 +51,8 @@ func newMetrics(reg prometheus.Registerer) (*daemonMetrics, error) {
 	return m, nil
 }
 
+// handleMetrics serves the Prometheus metrics (behind guardAdmin).
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	st := s.state.Load()
-	if st.cfg.Admin.Token != "" && !s.authorized(w, r, st) {
-		return
-	}
 	promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }
 

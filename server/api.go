@@ -96,6 +96,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if cerr != nil {
 		s.m.checkErrors.Inc()
 		if cerr.status == http.StatusServiceUnavailable {
+			st.fields.SetKnown(w.Header(), &out) // what is known: the policies
 			w.Header().Set(header.FieldRetryAfter, "1")
 		}
 		writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
@@ -187,6 +188,9 @@ func (s *Server) check(ctx context.Context, st *state, req *CheckRequest) (engin
 	}
 	if cost < 1 || cost > api.MaxCost {
 		return engine.Outcome{}, badRequest("cost must be within 1..%d (api.max_cost), got %d; peek with GET /v1/limits/{key}", api.MaxCost, cost)
+	}
+	if cerr := permit(ctx, req); cerr != nil {
+		return engine.Outcome{}, cerr
 	}
 	rule, cerr := s.selectSet(st, req.Rule, req.Policies)
 	if cerr != nil {
@@ -314,7 +318,9 @@ func (s *Server) handlePeek(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
-	if !s.authorized(w, r, st) {
+	// With callers, guardAPI has let only a caller with the reset scope or
+	// the admin token through.
+	if len(st.cfg.API.Callers) == 0 && !s.authorized(w, r, st) {
 		return
 	}
 	key := r.PathValue("key")

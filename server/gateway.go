@@ -99,6 +99,11 @@ func setForwarded(pr *httputil.ProxyRequest, res *clientip.Resolver) {
 	out.Header.Set("X-Forwarded-Host", host)
 	out.Header.Set("X-Forwarded-Proto", proto)
 	out.Header.Del("X-Real-Ip")
+	if !trusted {
+		for _, h := range clientAddressHeaders {
+			out.Header.Del(h)
+		}
+	}
 	switch {
 	case trusted:
 		if a, err := res.ClientIP(in); err == nil {
@@ -107,6 +112,18 @@ func setForwarded(pr *httputil.ProxyRequest, res *clientip.Resolver) {
 	case ok:
 		out.Header.Set("X-Real-Ip", peer.String()) // an untrusted peer is the client
 	}
+}
+
+// clientAddressHeaders are the fields CDNs and proxies use to name the
+// client or the original request, besides the X-Forwarded-* ones and
+// X-Real-IP that setForwarded writes itself. From an untrusted peer they
+// are the client's own words, which an app behind the gateway could
+// believe, so they do not go upstream.
+var clientAddressHeaders = []string{
+	"Cf-Connecting-Ip", "Cf-Connecting-Ipv6", "True-Client-Ip", "X-Client-Ip", "Fastly-Client-Ip",
+	"X-Cluster-Client-Ip", "X-Original-Forwarded-For", "X-Forwarded", "Forwarded-For",
+	"X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Prefix", "X-Forwarded-Uri",
+	"X-Forwarded-Method", "X-Original-Uri", "X-Original-Method", "X-Original-Host", "X-Envoy-External-Address",
 }
 
 // upstreamError answers for an upstream that failed: 504 when it did not

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/ops"
 )
 
@@ -26,6 +27,9 @@ type opsParts struct {
 // metrics. Reductions live in Redis when ops.reductions says so, through
 // a client of their own, so every replica sees them.
 func (s *Server) setupOps(cfg *config.Config) error {
+	if secret := cfg.Ops.FingerprintSecret; secret != "" {
+		httplimit.SetFingerprintSecret([]byte(secret))
+	}
 	o := &opsParts{
 		stats:     ops.NewStats(ops.StatsConfig{}),
 		offenders: ops.NewOffenders(ops.OffendersConfig{RawKeys: cfg.Ops.RawKeys}),
@@ -104,15 +108,4 @@ func (s *Server) abuseHooks(cfg *config.Config) error {
 		return fmt.Errorf("server: abuse detection: %w", err)
 	}
 	return nil
-}
-
-// mountOps serves the admin routes of package ops on the admin listener:
-// /v1/admin/... and the dashboard.
-func (s *Server) mountOps(mux *http.ServeMux) {
-	if s.ops == nil {
-		return
-	}
-	for _, p := range s.ops.admin.Patterns() {
-		mux.Handle(p, s.ops.admin)
-	}
 }

@@ -144,7 +144,14 @@ func TestServerOps(t *testing.T) {
 	if err != nil || len(top.Rules["login"]) != 1 || top.Rules["login"][0].Count != 3 {
 		t.Fatalf("top: %+v %v", top, err)
 	}
-	resp, err := http.Get(admin + "/dashboard/")
+	// The dashboard is behind the token too; a browser gives it as the
+	// password of Basic authentication.
+	if resp, err := http.Get(admin + "/dashboard/"); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("dashboard without the token: %v %v", resp, err)
+	}
+	dash, _ := http.NewRequest("GET", admin+"/dashboard/", nil)
+	dash.SetBasicAuth("", "admin-secret")
+	resp, err := http.DefaultClient.Do(dash)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("dashboard: %v %v", resp, err)
 	}

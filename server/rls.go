@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -61,7 +60,8 @@ func (s *Server) startRLS() error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", e.Listen)
+	// listeners.tls, when set, is the service's transport security too.
+	ln, err := listen(e.Listen, s.start.Listeners, s.logger)
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceEnvoyRLS, err)
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -120,7 +119,12 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		s.closeStore()
 		return nil, err
 	}
-	ec := engine.Config{Store: s.store, Local: s.local, Observer: decisions, Logger: s.logger}
+	br, err := s.newBreaker(cfg)
+	if err != nil {
+		s.closeStore()
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	ec := engine.Config{Store: s.store, Local: s.local, Observer: decisions, Logger: s.logger, Breaker: br}
 	if o := s.ops; o != nil {
 		ec.Observer = engine.Observers{decisions, o.detector, o.offenders, o.stats}
 		ec.Blocker, ec.Capacity = o.detector, o.red
@@ -207,15 +211,15 @@ func restartNeeded(old, cfg *config.Config) []string {
 	addr("admin", old.Admin.Listen, cfg.Admin.Listen)
 	// Read once, at New: the logger, and the webhook, key display and
 	// reduction store of ops (setupOps).
-	if old.Log != cfg.Log {
+	if old.Log.Level != cfg.Log.Level || old.Log.Format != cfg.Log.Format {
 		out = append(out, "log")
 	}
-	if oo, no := old.Ops, cfg.Ops; !reflect.DeepEqual(oo.Webhook, no.Webhook) || oo.RawKeys != no.RawKeys || oo.Reductions != no.Reductions {
-		out = append(out, "ops webhook, raw_keys or reductions")
+	if oo, no := old.Ops, cfg.Ops; !reflect.DeepEqual(oo.Webhook, no.Webhook) || oo.RawKeys != no.RawKeys || oo.Reductions != no.Reductions || oo.FingerprintSecret != no.FingerprintSecret {
+		out = append(out, "ops webhook, raw_keys, reductions or fingerprint_secret")
 	}
 	ost, nst := old.Store, cfg.Store
 	// The whole redis section is read once, at New (openStore).
-	if ost.Type != nst.Type || ost.Memory != nst.Memory || !reflect.DeepEqual(ost.Redis, nst.Redis) {
+	if ost.Type != nst.Type || ost.Memory != nst.Memory || !reflect.DeepEqual(ost.Redis, nst.Redis) || ost.Breaker != nst.Breaker {
 		out = append(out, "store")
 	}
 	return out
@@ -225,9 +229,10 @@ func restartNeeded(old, cfg *config.Config) []string {
 // Faces with the same address share one listener.
 func (s *Server) Start() error {
 	binds := s.binds()
+	cfg := s.start
 	var lns []net.Listener
 	for _, b := range binds {
-		ln, err := net.Listen("tcp", b.addr)
+		ln, err := listen(b.addr, cfg.Listeners, s.logger)
 		if err != nil {
 			for _, l := range lns {
 				l.Close()
@@ -239,16 +244,9 @@ func (s *Server) Start() error {
 			s.addrs[f] = ln.Addr().String()
 		}
 	}
-	errorLog := slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)
 	for i, b := range binds {
 		gateway := len(b.faces) == 1 && b.faces[0] == FaceGateway
-		srv := &http.Server{Handler: s.handler(b), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
-		if !gateway {
-			// The gateway streams request bodies of any length to the
-			// upstream; every other face reads small bodies, which a client
-			// must not be able to drip in forever.
-			srv.ReadTimeout = requestReadTimeout
-		}
+		srv := httpServer(s.handler(b), cfg, gateway, s.logger)
 		s.servers = append(s.servers, srv)
 		go func(ln net.Listener) {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -266,7 +264,9 @@ type bind struct {
 	faces []Face
 }
 
-// binds groups the configured faces by listen address.
+// binds groups the configured faces by listen address. Without callers
+// the API answers loopback only, and so does any face sharing its
+// listener.
 func (s *Server) binds() []*bind {
 	cfg := s.start
 	var binds []*bind
@@ -283,14 +283,25 @@ func (s *Server) binds() []*bind {
 	if cfg.Gateway != nil {
 		add(FaceGateway, cfg.Gateway.Listen)
 	}
+	addrOf := func(addr string) string { return addr }
 	if cfg.API != nil {
-		add(FaceAPI, cfg.API.Listen)
+		if to, moved := apiListen(cfg); moved {
+			from := cfg.API.Listen
+			addrOf = func(addr string) string {
+				if addr == from {
+					return to
+				}
+				return addr
+			}
+			s.logger.Warn("no api.callers configured: the decision API listens on loopback only", "api.listen", from, "addr", to)
+		}
+		add(FaceAPI, addrOf(cfg.API.Listen))
 	}
 	if cfg.ForwardAuth != nil {
-		add(FaceForwardAuth, cfg.ForwardAuth.Listen)
+		add(FaceForwardAuth, addrOf(cfg.ForwardAuth.Listen))
 	}
 	if cfg.Admin.Listen != config.Off {
-		add(FaceAdmin, cfg.Admin.Listen)
+		add(FaceAdmin, addrOf(cfg.Admin.Listen))
 	}
 	return binds
 }
@@ -303,7 +314,7 @@ func (s *Server) handler(b *bind) http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, f := range b.faces {
-		s.route(mux, f)
+		s.route(mux, f, b.addr)
 	}
 	// A web page the operator visits could otherwise make the
 	// browser POST a check to a listener on loopback, spending a
@@ -319,26 +330,37 @@ func (s *Server) handler(b *bind) http.Handler {
 	return cop.Handler(mux)
 }
 
-// requestReadTimeout bounds reading a whole request, headers and body, on
-// the decision API, forward-auth and admin listeners (a var so that tests
-// can shorten it).
-var requestReadTimeout = 30 * time.Second
-
-func (s *Server) route(mux *http.ServeMux, f Face) {
+// route mounts face's endpoints on mux. The API's and the admin's
+// answer only allowed Host names (guardHost), the API's only callers with
+// the scope (guardAPI), the admin's only the admin token when one is set
+// (guardAdmin), except the probes.
+func (s *Server) route(mux *http.ServeMux, f Face, addr string) {
+	api := func(pattern, scope string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.guardHost(addr, s.guardAPI(scope, h)))
+	}
+	admin := func(pattern string, readOnly bool, h http.Handler) {
+		mux.Handle(pattern, s.guardHost(addr, s.guardAdmin(readOnly, h)))
+	}
 	switch f {
 	case FaceAPI:
-		mux.HandleFunc("POST /v1/check", s.handleCheck)
-		mux.HandleFunc("GET /v1/limits/{key...}", s.handlePeek)
-		mux.HandleFunc("DELETE /v1/limits/{key...}", s.handleReset)
+		api("POST /v1/check", config.ScopeCheck, s.handleCheck)
+		api("GET /v1/limits/{key...}", config.ScopeRead, s.handlePeek)
+		api("DELETE /v1/limits/{key...}", config.ScopeReset, s.handleReset)
 	case FaceForwardAuth:
 		mux.HandleFunc("/v1/auth", func(w http.ResponseWriter, r *http.Request) { s.handleAuth(w, r, false) })
 		mux.HandleFunc("/v1/auth/nginx", func(w http.ResponseWriter, r *http.Request) { s.handleAuth(w, r, true) })
 	case FaceAdmin:
-		mux.HandleFunc("GET /metrics", s.handleMetrics)
+		admin("GET /metrics", true, http.HandlerFunc(s.handleMetrics))
 		mux.HandleFunc("GET /healthz", s.handleHealthz)
 		mux.HandleFunc("GET /readyz", s.handleReadyz)
-		mux.HandleFunc("POST /-/reload", s.handleReload)
-		s.mountOps(mux)
+		admin("POST /-/reload", false, http.HandlerFunc(s.handleReload))
+		if s.ops != nil {
+			// Their GETs are read-only (dashboard, top offenders, alerts,
+			// reductions); guardAdmin lets admin.read_token no further.
+			for _, p := range s.ops.admin.Patterns() {
+				admin(p, true, s.ops.admin)
+			}
+		}
 	}
 }
 

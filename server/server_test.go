@@ -800,7 +800,7 @@ func TestRestartNeeded(t *testing.T) {
 		t.Errorf("same file: %q", got)
 	}
 	got := restartNeeded(old, parse("log: {level: debug}\nops: {raw_keys: true}\n"))
-	if want := []string{"log", "ops webhook, raw_keys or reductions"}; !slices.Equal(got, want) {
+	if want := []string{"log", "ops webhook, raw_keys, reductions or fingerprint_secret"}; !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -824,12 +824,10 @@ func TestDemoUpstreamSurvivesReload(t *testing.T) {
 }
 
 // TestSlowBodyCutOff: a client that sends a decision request's headers
-// and then drips its body, or stops, is cut off after requestReadTimeout
-// instead of holding the connection for good.
+// and then drips its body, or stops, is cut off after
+// listeners.read_timeout instead of holding the connection for good.
 func TestSlowBodyCutOff(t *testing.T) {
-	defer func(d time.Duration) { requestReadTimeout = d }(requestReadTimeout)
-	requestReadTimeout = 300 * time.Millisecond
-	f := start(t, baseConfig)
+	f := start(t, baseConfig+"listeners: {read_timeout: 300ms}\n")
 	c, err := net.Dial("tcp", f.srv.Addr(FaceAPI))
 	if err != nil {
 		t.Fatal(err)

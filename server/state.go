@@ -109,14 +109,15 @@ func resolver(cfg *config.Config) (*clientip.Resolver, error) {
 // middleware those the gateway and forward-auth serve.
 func (s *Server) middlewareConfig(cfg *config.Config, st *state) (httplimit.Config, error) {
 	hc := httplimit.Config{
-		Engine:     s.eng,
-		Skip:       append([]string(nil), cfg.Skip...),
-		ClientIP:   st.resolver,
-		Headers:    st.fields.Style,
-		ResetStyle: st.fields.Reset,
-		WarnAt:     st.fields.WarnAt,
-		Logger:     s.logger,
-		Bypass:     httplimit.Bypass{Header: cfg.Bypass.Header, Tokens: cfg.Bypass.Tokens},
+		Engine:             s.eng,
+		Skip:               append([]string(nil), cfg.Skip...),
+		ClientIP:           st.resolver,
+		Headers:            st.fields.Style,
+		ResetStyle:         st.fields.Reset,
+		WarnAt:             st.fields.WarnAt,
+		Logger:             s.logger,
+		RefusalLogInterval: cfg.Log.RefusalInterval.D(),
+		Bypass:             httplimit.Bypass{Header: cfg.Bypass.Header, Tokens: cfg.Bypass.Tokens},
 	}
 	for _, c := range cfg.Bypass.CIDRs {
 		p, err := clientip.ParsePrefix(c)

@@ -38,7 +38,7 @@ func (h Hash) String() string { return hex.EncodeToString(h[:]) }
 
 // ID returns the first 16 hex digits of the hash: a short handle that
 // names a key in listings and logs without revealing it. It equals
-// httplimit.Fingerprint of the key.
+// the partition key httplimit.APIKey gives the key.
 func (h Hash) ID() string { return hex.EncodeToString(h[:8]) }
 
 // ParseHash reads 64 hex digits (either case), as String writes them.
