@@ -130,6 +130,8 @@ func TestParseErrors(t *testing.T) {
 		{"policies misspelt", minimal + "polices: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n",
 			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, envoy_rls, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, ops, database, tiers, listeners)\n" +
 				"f.yaml:4: rules[0].policies[0]: unknown policy \"a\" (no policies are defined: is the policies: section missing or misspelt?)"},
+		{"redis url with a fragment", "api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'redis://:p@ss#word@127.0.0.1:6379'}}\n", "f.yaml:2: store.redis.url: holds '#' or '?': percent-encode them in a password (%23, %3F) (want redis://[user:password@]host:port[/db], or rediss:// for TLS)"},
+		{"upstream password not shown", "gateway: {listen: ':1', upstream: 'ftp://u:secret@x'}\n", `f.yaml:1: gateway.upstream: want an http:// or https:// URL with a host, or "demo"; got "ftp://u:xxxxx@x"`},
 		{"redis url without scheme", "api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'localhost:6379'}}\n", "f.yaml:2: store.redis.url: unknown scheme \"localhost\" (want redis://[user:password@]host:port[/db], or rediss:// for TLS)"},
 		{"bad indentation", minimal + "admin:\n  listen: ':2'\n token: x\n", "f.yaml:4: did not find expected key"},
 		{"unclosed flow mapping", minimal + "admin: {listen: ':2'\nstore: {}\n", "f.yaml:2: did not find expected ',' or '}'"},

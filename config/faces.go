@@ -62,7 +62,7 @@ func (v *validator) gateway(g *Gateway) {
 	default:
 		u, err := url.Parse(g.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.fail("gateway.upstream", "want an http:// or https:// URL with a host, or \"demo\"; got %q", g.Upstream)
+			v.fail("gateway.upstream", "want an http:// or https:// URL with a host, or \"demo\"; got %q", redacted(g.Upstream))
 		}
 	}
 	switch {

@@ -117,7 +117,7 @@ func (v *validator) ops() {
 	}
 	if u := c.Ops.Webhook.URL; u != "" {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			v.fail("ops.webhook.url", "%q is not an http or https URL", u)
+			v.fail("ops.webhook.url", "%q is not an http or https URL", redacted(u))
 		}
 	}
 	if c.Ops.Webhook.Timeout < 0 {

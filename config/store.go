@@ -97,7 +97,12 @@ func (v *validator) hostPorts(field string, addrs []string) {
 func checkRedisURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return errors.New("not a URL")
+		return errors.New("not a URL") // the parser's error would quote it, password and all
+	}
+	if u.Fragment != "" || u.RawQuery != "" || strings.ContainsAny(s, "#?") {
+		// "redis://:p@ss#word@host" parses as host "ss" and a fragment:
+		// the daemon would connect to the wrong server.
+		return errors.New("holds '#' or '?': percent-encode them in a password (%23, %3F)")
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
@@ -148,4 +153,17 @@ func (v *validator) breaker() {
 	} else if b.Cooldown <= 0 {
 		v.fail("store.breaker.cooldown", "must be positive")
 	}
+}
+
+// redacted is a URL as an error may show it: without its password, which
+// configuration errors reach logs and the reload endpoint's answer with.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") {
+			return "(a URL with credentials, not shown)"
+		}
+		return s
+	}
+	return u.Redacted()
 }

@@ -75,7 +75,8 @@ func RedisClient(rc config.Redis) (redis.UniversalClient, error) {
 	case rc.URL != "":
 		o, err := redis.ParseURL(rc.URL)
 		if err != nil {
-			return nil, fmt.Errorf("server: store.redis.url: %w", err)
+			// go-redis quotes the URL, password and all.
+			return nil, errors.New("server: store.redis.url: not a Redis URL")
 		}
 		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
