@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"strings"
+
+	"github.com/floodgate/floodgate"
 )
 
 // Step is one rule and one request of a decision over several partition
@@ -61,10 +63,23 @@ func DecideAll(ctx context.Context, steps []Step, outs []Outcome) bool {
 // the Decide that follows meets the same failure and answers it by the
 // rule's failure mode.
 func peekAll(ctx context.Context, steps []Step, outs []Outcome) bool {
+	// Steps of one rule and key spend one counter: what must fit is their
+	// costs together (a descriptor sent twice, two hits_addend values).
+	type counter struct {
+		rule *Compiled
+		key  string
+	}
+	together := make(map[counter]floodgate.Cost, len(steps))
+	for _, st := range steps {
+		c, k := together[counter{st.Rule, st.Request.Key}], st.Request.Cost
+		together[counter{st.Rule, st.Request.Key}] = floodgate.Cost{Requests: c.Requests + k.Requests, ContentBytes: c.ContentBytes + k.ContentBytes}
+	}
 	refused := -1
 	for i, st := range steps {
 		outs[i] = st.Rule.Peek(ctx, st.Request.Key)
-		if refused < 0 && st.Rule.mode != Shadow && outs[i].Verdict != Unavailable && !fits(&outs[i], st.Request) {
+		req := st.Request
+		req.Cost = together[counter{st.Rule, req.Key}]
+		if refused < 0 && st.Rule.mode != Shadow && outs[i].Verdict != Unavailable && !fits(&outs[i], req) {
 			refused = i
 		}
 	}

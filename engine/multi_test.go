@@ -80,3 +80,26 @@ func TestDecideAllCostAboveRemaining(t *testing.T) {
 		t.Errorf("merge: %+v", m)
 	}
 }
+
+// TestDecideAllOneCounterTwice: steps that spend one counter (an Envoy
+// descriptor sent four times) must fit together; a request they do not
+// fit together spends nothing.
+func TestDecideAllOneCounterTwice(t *testing.T) {
+	e, err := engine.New(engine.Config{Store: memorystore.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := compile(t, e, "client", 3, engine.Enforce)
+	ctx := context.Background()
+	step := engine.Step{Rule: client, Request: engine.Request{Key: "fay", Cost: floodgate.Cost{Requests: 1}}}
+	outs := make([]engine.Outcome, 4)
+	if engine.DecideAll(ctx, []engine.Step{step, step, step, step}, outs) {
+		t.Fatal("four of a quota of three admitted together")
+	}
+	if p := client.Peek(ctx, "fay"); p.Item(0).Remaining != 3 {
+		t.Fatalf("the refused request spent: %d of 3 left", p.Item(0).Remaining)
+	}
+	if !engine.DecideAll(ctx, []engine.Step{step, step, step}, outs[:3]) {
+		t.Fatal("three of a quota of three refused")
+	}
+}

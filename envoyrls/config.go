@@ -285,7 +285,8 @@ func (rl *RateLimit) Policy(name string) (floodgate.Policy, error) {
 
 // Load reads path: one file, or every *.yaml and *.yml file of a
 // directory (not its subdirectories; names starting with a dot are
-// skipped, as Kubernetes' ConfigMap bookkeeping is). A domain defined in
+// skipped, as Kubernetes' ConfigMap bookkeeping is), which must hold at
+// least one. A domain defined in
 // two files is an error, as envoyproxy/ratelimit has it by default.
 func Load(path string) (*Config, error) {
 	fi, err := os.Stat(path)
@@ -305,6 +306,11 @@ func Load(path string) (*Config, error) {
 				continue
 			}
 			files = append(files, filepath.Join(path, n))
+		}
+		if len(files) == 0 {
+			// An emptied directory would turn every limit off: refused,
+			// so a reload keeps the rules in force, as for an empty file.
+			return nil, fmt.Errorf("%w: %s: no .yaml or .yml file in the directory", ErrInvalid, path)
 		}
 	}
 	cfg := &Config{}

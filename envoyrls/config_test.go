@@ -139,3 +139,11 @@ func TestUnknownFieldWording(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestLoadRefusesEmptyDirectory: a directory with no descriptor file would
+// switch every limit off; it is refused like an empty file.
+func TestLoadRefusesEmptyDirectory(t *testing.T) {
+	if _, err := Load(t.TempDir()); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("empty directory: %v, want ErrInvalid", err)
+	}
+}
