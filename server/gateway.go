@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/header"
 )
 
@@ -139,6 +140,15 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 	}
 	if r.Context().Err() != nil {
 		return // the client went away; nobody reads an answer
+	}
+	if errors.Is(err, httplimit.ErrBodyLimited) {
+		// A body of unknown length ran past its content-bytes quota (or
+		// max_body_bytes) while it streamed: the client's doing, not the
+		// upstream's. The upstream saw a body cut short, which it must
+		// discard; the units read so far stay spent.
+		s.m.upstreamErrors.WithLabelValues("body_limited").Inc()
+		writeProblem(w, http.StatusRequestEntityTooLarge, "Content Too Large", "the request body exceeds its content-bytes limit")
+		return
 	}
 	reason := "it failed"
 	var op *net.OpError
