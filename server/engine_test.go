@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/admin"
 )
 
 // apiOnlyConfig: a daemon answering the decision API alone, with a shadow
@@ -64,8 +64,8 @@ func TestAPIThroughEngine(t *testing.T) {
 			t.Fatalf("login check %d: %q, want %q", i+1, v, want)
 		}
 	}
-	ac := &ops.AdminClient{BaseURL: f.url(FaceAdmin, ""), Token: "admin-secret"}
-	if _, err := ac.Reduce(context.Background(), ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "1m"}); err != nil {
+	ac := &admin.AdminClient{BaseURL: f.url(FaceAdmin, ""), Token: "admin-secret"}
+	if _, err := ac.Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "1m"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 6 {
@@ -94,7 +94,7 @@ func TestAPIThroughEngine(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	var data ops.DashboardData
+	var data admin.DashboardData
 	if err := json.Unmarshal([]byte(adminGet(t, f, "/dashboard/data.json")), &data); err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/config"
-	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/httplimit"
 )
 
 func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {

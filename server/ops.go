@@ -10,17 +10,21 @@ import (
 
 	"github.com/floodgate/floodgate/config"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/admin"
+	"github.com/floodgate/floodgate/ops/detect"
+	"github.com/floodgate/floodgate/ops/reduce"
+	"github.com/floodgate/floodgate/ops/stats"
+	"github.com/floodgate/floodgate/ops/top"
 )
 
-// opsParts are the operations features (package ops): built once at New,
+// opsParts are the operations features (the ops/ packages): built once at New,
 // their abuse rules updated by every Apply.
 type opsParts struct {
-	stats     *ops.Stats
-	offenders *ops.Offenders
-	detector  *ops.Detector
-	red       *ops.Reductions
-	admin     *ops.Admin
+	stats     *stats.Stats
+	offenders *top.Offenders
+	detector  *detect.Detector
+	red       *reduce.Reductions
+	admin     *admin.Admin
 }
 
 // setupOps builds the operations features for cfg and registers their
@@ -31,19 +35,19 @@ func (s *Server) setupOps(cfg *config.Config) error {
 		httplimit.SetFingerprintSecret([]byte(secret))
 	}
 	o := &opsParts{
-		stats:     ops.NewStats(ops.StatsConfig{}),
-		offenders: ops.NewOffenders(ops.OffendersConfig{RawKeys: cfg.Ops.RawKeys}),
+		stats:     stats.NewStats(stats.StatsConfig{}),
+		offenders: top.NewOffenders(top.OffendersConfig{RawKeys: cfg.Ops.RawKeys}),
 	}
 	def, rules := abuseRules(cfg)
-	dc := ops.DetectorConfig{
+	dc := detect.DetectorConfig{
 		Default: def, Rules: rules, RawKeys: cfg.Ops.RawKeys,
 		Logger: s.logger, Registerer: s.reg,
 	}
 	if w := cfg.Ops.Webhook; w.URL != "" {
-		dc.Webhook = &ops.WebhookConfig{URL: w.URL, Headers: w.Headers, Timeout: w.Timeout.D(), Attempts: w.Attempts}
+		dc.Webhook = &detect.WebhookConfig{URL: w.URL, Headers: w.Headers, Timeout: w.Timeout.D(), Attempts: w.Attempts}
 	}
 	var err error
-	if o.detector, err = ops.NewDetector(dc); err != nil {
+	if o.detector, err = detect.NewDetector(dc); err != nil {
 		return fmt.Errorf("server: abuse detection: %w", err)
 	}
 	s.closeFns = append(s.closeFns, func() error {
@@ -51,16 +55,16 @@ func (s *Server) setupOps(cfg *config.Config) error {
 		defer cancel()
 		return o.detector.Close(ctx)
 	})
-	rc := ops.ReductionsConfig{Logger: s.logger}
+	rc := reduce.ReductionsConfig{Logger: s.logger}
 	if cfg.Ops.Reductions == "redis" {
 		client, err := RedisClient(cfg.Store.Redis)
 		if err != nil {
 			return err
 		}
 		s.closeFns = append(s.closeFns, client.Close)
-		rc.Store = ops.NewRedisReductions(client, cfg.Store.Redis.Prefix)
+		rc.Store = reduce.NewRedisReductions(client, cfg.Store.Redis.Prefix)
 	}
-	o.red = ops.NewReductions(rc)
+	o.red = reduce.NewReductions(rc)
 	s.closeFns = append(s.closeFns, func() error { o.red.Close(); return nil })
 	for _, c := range []interface {
 		Describe(chan<- *prometheus.Desc)
@@ -70,7 +74,7 @@ func (s *Server) setupOps(cfg *config.Config) error {
 			return fmt.Errorf("server: metrics: %w", err)
 		}
 	}
-	o.admin = ops.NewAdmin(ops.AdminConfig{
+	o.admin = admin.NewAdmin(admin.AdminConfig{
 		Detector: o.detector, Offenders: o.offenders, Stats: o.stats, Reductions: o.red,
 		KnownPolicies: func() []string { return sortedNames(s.state.Load().policies) },
 		Authorize:     func(w http.ResponseWriter, r *http.Request) bool { return s.authorized(w, r, s.state.Load()) },
@@ -81,15 +85,15 @@ func (s *Server) setupOps(cfg *config.Config) error {
 }
 
 // abuseRules maps the configuration's abuse sections to the detector's.
-func abuseRules(cfg *config.Config) (ops.AbuseRule, map[string]ops.AbuseRule) {
-	conv := func(a config.Abuse, part int) ops.AbuseRule {
-		r := ops.AbuseRule{Threshold: a.Threshold, Window: a.Window.D(), Block: a.Block.D(), Off: a.Off}
+func abuseRules(cfg *config.Config) (detect.AbuseRule, map[string]detect.AbuseRule) {
+	conv := func(a config.Abuse, part int) detect.AbuseRule {
+		r := detect.AbuseRule{Threshold: a.Threshold, Window: a.Window.D(), Block: a.Block.D(), Off: a.Off}
 		if part >= 0 {
-			r.Key = ops.KeyPart(part)
+			r.Key = detect.KeyPart(part)
 		}
 		return r
 	}
-	rules := map[string]ops.AbuseRule{}
+	rules := map[string]detect.AbuseRule{}
 	for i, r := range cfg.Rules {
 		if !r.Skip {
 			rules[r.Name] = conv(cfg.AbuseFor(i), cfg.AbuseKeyPart(i))

@@ -16,7 +16,8 @@ import (
 	"github.com/floodgate/floodgate/config"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/admin"
+	"github.com/floodgate/floodgate/ops/detect"
 )
 
 // opsTestConfig: rule "login" keyed by IP and route, counting abuse by IP
@@ -54,9 +55,9 @@ ops:
 // the dashboard, top offenders and metrics are on the admin listener.
 func TestServerOps(t *testing.T) {
 	var mu sync.Mutex
-	var alerts []ops.Alert
+	var alerts []detect.Alert
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var a ops.Alert
+		var a detect.Alert
 		json.NewDecoder(r.Body).Decode(&a)
 		mu.Lock()
 		alerts = append(alerts, a)
@@ -78,7 +79,7 @@ func TestServerOps(t *testing.T) {
 	}
 	defer srv.Shutdown(context.Background())
 	gw := "http://" + srv.Addr(FaceGateway)
-	admin := "http://" + srv.Addr(FaceAdmin)
+	adminURL := "http://" + srv.Addr(FaceAdmin)
 
 	send := func(method, path, ip string) (int, string) {
 		req, _ := http.NewRequest(method, gw+path, nil)
@@ -103,10 +104,10 @@ func TestServerOps(t *testing.T) {
 	if code, typ := send("POST", "/login", "192.0.2.50"); code != 429 || typ != header.ProblemAbnormalUsageDetected {
 		t.Fatalf("after the alert: %d %q, want 429 abnormal-usage-detected", code, typ)
 	}
-	var got []ops.Alert
+	var got []detect.Alert
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
-		got = append([]ops.Alert(nil), alerts...)
+		got = append([]detect.Alert(nil), alerts...)
 		mu.Unlock()
 		if len(got) > 0 {
 			break
@@ -117,15 +118,15 @@ func TestServerOps(t *testing.T) {
 	}
 
 	// Reduce api to 50% through the admin API: the token is required.
-	anon := &ops.AdminClient{BaseURL: admin}
-	if _, err := anon.Reduce(context.Background(), ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "1m"}); err == nil || !strings.Contains(err.Error(), "401") {
+	anon := &admin.AdminClient{BaseURL: adminURL}
+	if _, err := anon.Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "1m"}); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("reduce without the token: %v", err)
 	}
-	ac := &ops.AdminClient{BaseURL: admin, Token: "admin-secret"}
-	if _, err := ac.Reduce(context.Background(), ops.ReduceRequest{Policies: []string{"nope"}, Factor: 0.5, Duration: "1m"}); err == nil || !strings.Contains(err.Error(), `unknown policy "nope" (defined: api, login)`) {
+	ac := &admin.AdminClient{BaseURL: adminURL, Token: "admin-secret"}
+	if _, err := ac.Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"nope"}, Factor: 0.5, Duration: "1m"}); err == nil || !strings.Contains(err.Error(), `unknown policy "nope" (defined: api, login)`) {
 		t.Fatalf("reduce of an unknown policy: %v", err)
 	}
-	if _, err := ac.Reduce(context.Background(), ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "1m"}); err != nil {
+	if _, err := ac.Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "1m"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
@@ -146,17 +147,17 @@ func TestServerOps(t *testing.T) {
 	}
 	// The dashboard is behind the token too; a browser gives it as the
 	// password of Basic authentication.
-	if resp, err := http.Get(admin + "/dashboard/"); err != nil || resp.StatusCode != 401 {
+	if resp, err := http.Get(adminURL + "/dashboard/"); err != nil || resp.StatusCode != 401 {
 		t.Fatalf("dashboard without the token: %v %v", resp, err)
 	}
-	dash, _ := http.NewRequest("GET", admin+"/dashboard/", nil)
+	dash, _ := http.NewRequest("GET", adminURL+"/dashboard/", nil)
 	dash.SetBasicAuth("", "admin-secret")
 	resp, err := http.DefaultClient.Do(dash)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("dashboard: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	req, _ := http.NewRequest("GET", admin+"/metrics", nil)
+	req, _ := http.NewRequest("GET", adminURL+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer admin-secret")
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {

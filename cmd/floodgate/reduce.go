@@ -8,18 +8,19 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/admin"
+	"github.com/floodgate/floodgate/ops/reduce"
 )
 
 // newReduce is `floodgate reduce`: temporary capacity reduction through a
 // running daemon's admin API (POST/DELETE /v1/admin/reduce).
 func newReduce() *cobra.Command {
 	var (
-		admin, token, reason string
-		policies             []string
-		factor               float64
-		dur                  time.Duration
-		end, list            bool
+		adminURL, token, reason string
+		policies                []string
+		factor                  float64
+		dur                     time.Duration
+		end, list               bool
 	)
 	c := &cobra.Command{
 		Use:   "reduce",
@@ -40,11 +41,11 @@ The admin token comes from --token or FLOODGATE_ADMIN_TOKEN.`,
 			if token == "" {
 				token = os.Getenv("FLOODGATE_ADMIN_TOKEN")
 			}
-			ac := &ops.AdminClient{BaseURL: admin, Token: token}
+			ac := &admin.AdminClient{BaseURL: adminURL, Token: token}
 			ctx, cancel := context.WithTimeout(cmdContext(cmd), 10*time.Second)
 			defer cancel()
 			var (
-				out []ops.Reduction
+				out []reduce.Reduction
 				err error
 			)
 			switch {
@@ -60,7 +61,7 @@ The admin token comes from --token or FLOODGATE_ADMIN_TOKEN.`,
 				if dur <= 0 {
 					return fmt.Errorf("--for is required, e.g. --for 10m")
 				}
-				out, err = ac.Reduce(ctx, ops.ReduceRequest{Policies: policies, Factor: factor, Duration: dur.String(), Reason: reason})
+				out, err = ac.Reduce(ctx, admin.ReduceRequest{Policies: policies, Factor: factor, Duration: dur.String(), Reason: reason})
 			}
 			if err != nil {
 				return err
@@ -81,9 +82,9 @@ The admin token comes from --token or FLOODGATE_ADMIN_TOKEN.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&admin, "admin", "http://127.0.0.1:9090", "admin listener URL of the daemon")
+	f.StringVar(&adminURL, "admin", "http://127.0.0.1:9090", "admin listener URL of the daemon")
 	f.StringVar(&token, "token", "", "admin token (default $FLOODGATE_ADMIN_TOKEN)")
-	f.StringSliceVarP(&policies, "policy", "p", []string{ops.AllPolicies}, `policies to reduce, repeated or comma-separated; "*" for all`)
+	f.StringSliceVarP(&policies, "policy", "p", []string{reduce.AllPolicies}, `policies to reduce, repeated or comma-separated; "*" for all`)
 	f.Float64Var(&factor, "factor", 0.5, "share of each quota kept, between 0 and 1")
 	f.DurationVar(&dur, "for", 0, "how long the reduction holds, e.g. 10m")
 	f.StringVar(&reason, "reason", "", "shown on the dashboard and logged")

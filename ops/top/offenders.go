@@ -1,4 +1,4 @@
-package ops
+package top
 
 import (
 	"slices"
@@ -51,6 +51,10 @@ type generations struct {
 }
 
 // NewOffenders returns an empty tracker.
+// RawKeys reports whether o keeps keys as they are rather than as
+// fingerprints (OffendersConfig.RawKeys).
+func (o *Offenders) RawKeys() bool { return o.cfg.RawKeys }
+
 func NewOffenders(cfg OffendersConfig) *Offenders {
 	if cfg.Capacity <= 0 {
 		cfg.Capacity = 256

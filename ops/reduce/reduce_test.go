@@ -1,4 +1,4 @@
-package ops_test
+package reduce_test
 
 import (
 	"context"
@@ -15,44 +15,39 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/opstest"
 	"github.com/floodgate/floodgate/internal/testkit"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/admin"
+	"github.com/floodgate/floodgate/ops/reduce"
 	"github.com/floodgate/floodgate/redisstore"
 )
-
-// logPol counts every admitted request within the last window, so a
-// quota lowered and raised again sees the same usage, and no window
-// boundary can refill it during the test.
-func logPol(name string, quota int64) floodgate.Policy {
-	return floodgate.Policy{Name: name, Algorithm: floodgate.SlidingWindowLog, Quota: quota, Window: time.Hour}
-}
 
 // replica is one daemon's worth of the pieces: middleware, reductions and
 // the admin API.
 type replica struct {
-	red   *ops.Reductions
+	red   *reduce.Reductions
 	srv   *httptest.Server
 	admin *httptest.Server
 }
 
-func newReplica(t *testing.T, store floodgate.Store, rs ops.ReductionStore, refresh time.Duration) *replica {
+func newReplica(t *testing.T, store floodgate.Store, rs reduce.ReductionStore, refresh time.Duration) *replica {
 	t.Helper()
-	red := ops.NewReductions(ops.ReductionsConfig{Store: rs, Refresh: refresh, Logger: quiet})
+	red := reduce.NewReductions(reduce.ReductionsConfig{Store: rs, Refresh: refresh, Logger: opstest.Quiet})
 	t.Cleanup(red.Close)
-	srv := serveMW(t, httplimit.Config{
+	srv := opstest.ServeMW(t, httplimit.Config{
 		Store: store, Capacity: red,
 		Rules: []httplimit.Rule{
-			{Name: "api", Pattern: "/api/", Policies: []floodgate.Policy{logPol("api", 10)}},
-			{Name: "other", Pattern: "/other/", Policies: []floodgate.Policy{logPol("other", 4)}},
+			{Name: "api", Pattern: "/api/", Policies: []floodgate.Policy{opstest.LogPol("api", 10)}},
+			{Name: "other", Pattern: "/other/", Policies: []floodgate.Policy{opstest.LogPol("other", 4)}},
 		},
 	})
-	admin := httptest.NewServer(ops.NewAdmin(ops.AdminConfig{Reductions: red, Policies: []string{"api", "other"}, Token: "s3cret", Logger: quiet}))
+	admin := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{Reductions: red, Policies: []string{"api", "other"}, Token: "s3cret", Logger: opstest.Quiet}))
 	t.Cleanup(admin.Close)
 	return &replica{red: red, srv: srv, admin: admin}
 }
 
-func (r *replica) client() *ops.AdminClient {
-	return &ops.AdminClient{BaseURL: r.admin.URL, Token: "s3cret"}
+func (r *replica) client() *admin.AdminClient {
+	return &admin.AdminClient{BaseURL: r.admin.URL, Token: "s3cret"}
 }
 
 // checkHalved expects quota 10 of "api" halved to 5 with used already
@@ -61,22 +56,22 @@ func (r *replica) client() *ops.AdminClient {
 func checkHalved(t *testing.T, reps []*replica, ip string, used int) {
 	t.Helper()
 	for i := used; i < 5; i++ {
-		r := get(t, reps[i%len(reps)].srv.URL, "/api/x", ip)
-		if r.status != 200 || r.header.Get("RateLimit-Policy") != `"api";q=5;w=3600` {
-			t.Fatalf("request %d under the reduction: %d %q", i+1, r.status, r.header.Get("RateLimit-Policy"))
+		r := opstest.Get(t, reps[i%len(reps)].srv.URL, "/api/x", ip)
+		if r.Status != 200 || r.Header.Get("RateLimit-Policy") != `"api";q=5;w=3600` {
+			t.Fatalf("request %d under the reduction: %d %q", i+1, r.Status, r.Header.Get("RateLimit-Policy"))
 		}
 	}
-	r := get(t, reps[len(reps)-1].srv.URL, "/api/x", ip)
-	if r.status != 503 || r.problem.Type != header.ProblemTemporaryReducedCapacity || r.problem.Status != 503 ||
-		!slices.Equal(r.problem.ViolatedPolicies, []string{"api"}) {
-		t.Fatalf("6th request: %d %+v, want 503 temporary-reduced-capacity", r.status, r.problem)
+	r := opstest.Get(t, reps[len(reps)-1].srv.URL, "/api/x", ip)
+	if r.Status != 503 || r.Problem.Type != header.ProblemTemporaryReducedCapacity || r.Problem.Status != 503 ||
+		!slices.Equal(r.Problem.ViolatedPolicies, []string{"api"}) {
+		t.Fatalf("6th request: %d %+v, want 503 temporary-reduced-capacity", r.Status, r.Problem)
 	}
-	if r.header.Get("Retry-After") == "" || r.header.Get("Retry-After") == "0" || r.header.Get("RateLimit-Policy") != `"api";q=5;w=3600` ||
-		r.header.Get("Content-Type") != header.ProblemContentType || !strings.HasPrefix(r.header.Get("RateLimit"), `"api";r=0;`) {
-		t.Fatalf("6th request headers: %v", r.header)
+	if r.Header.Get("Retry-After") == "" || r.Header.Get("Retry-After") == "0" || r.Header.Get("RateLimit-Policy") != `"api";q=5;w=3600` ||
+		r.Header.Get("Content-Type") != header.ProblemContentType || !strings.HasPrefix(r.Header.Get("RateLimit"), `"api";r=0;`) {
+		t.Fatalf("6th request headers: %v", r.Header)
 	}
-	if r := get(t, reps[0].srv.URL, "/other/x", ip); r.status != 200 || r.header.Get("RateLimit-Policy") != `"other";q=4;w=3600` {
-		t.Fatalf("unreduced rule: %d %q", r.status, r.header.Get("RateLimit-Policy"))
+	if r := opstest.Get(t, reps[0].srv.URL, "/other/x", ip); r.Status != 200 || r.Header.Get("RateLimit-Policy") != `"other";q=4;w=3600` {
+		t.Fatalf("unreduced rule: %d %q", r.Status, r.Header.Get("RateLimit-Policy"))
 	}
 }
 
@@ -85,13 +80,13 @@ func checkHalved(t *testing.T, reps []*replica, ip string, used int) {
 func checkFull(t *testing.T, reps []*replica, ip string) {
 	t.Helper()
 	for i := range 5 {
-		r := get(t, reps[i%len(reps)].srv.URL, "/api/x", ip)
-		if r.status != 200 || r.header.Get("RateLimit-Policy") != `"api";q=10;w=3600` {
-			t.Fatalf("request %d after the reduction: %d %q", i+6, r.status, r.header.Get("RateLimit-Policy"))
+		r := opstest.Get(t, reps[i%len(reps)].srv.URL, "/api/x", ip)
+		if r.Status != 200 || r.Header.Get("RateLimit-Policy") != `"api";q=10;w=3600` {
+			t.Fatalf("request %d after the reduction: %d %q", i+6, r.Status, r.Header.Get("RateLimit-Policy"))
 		}
 	}
-	if r := get(t, reps[0].srv.URL, "/api/x", ip); r.status != 429 || r.problem.Type != header.ProblemQuotaExceeded {
-		t.Fatalf("11th request: %d %q, want 429 quota-exceeded", r.status, r.problem.Type)
+	if r := opstest.Get(t, reps[0].srv.URL, "/api/x", ip); r.Status != 429 || r.Problem.Type != header.ProblemQuotaExceeded {
+		t.Fatalf("11th request: %d %q, want 429 quota-exceeded", r.Status, r.Problem.Type)
 	}
 }
 
@@ -101,7 +96,7 @@ func checkFull(t *testing.T, reps []*replica, ip string) {
 func TestReductionMemory(t *testing.T) {
 	rep := newReplica(t, nil, nil, 0)
 	start := time.Now()
-	got, err := rep.client().Reduce(context.Background(), ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "2s", Reason: "test"})
+	got, err := rep.client().Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "2s", Reason: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +143,7 @@ func TestReductionRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reps = append(reps, newReplica(t, st, ops.NewRedisReductions(rdb, prefix), 200*time.Millisecond))
+		reps = append(reps, newReplica(t, st, reduce.NewRedisReductions(rdb, prefix), 200*time.Millisecond))
 		if rdb0 == nil {
 			rdb0 = rdb
 		}
@@ -157,7 +152,7 @@ func TestReductionRedis(t *testing.T) {
 	hash := prefix + "reductions"
 	t.Cleanup(func() { rdb0.Del(context.Background(), hash) })
 
-	got, err := a.client().Reduce(context.Background(), ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "2s"})
+	got, err := a.client().Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "2s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +160,7 @@ func TestReductionRedis(t *testing.T) {
 	if pttl := rdb0.PTTL(context.Background(), hash).Val(); pttl <= 1500*time.Millisecond || pttl > 2*time.Second {
 		t.Fatalf("hash PTTL %v, want about 2s", pttl)
 	}
-	if !eventually(time.Second, func() bool { f, _ := b.red.Factor("api"); return f == 0.5 }) {
+	if !opstest.Eventually(time.Second, func() bool { f, _ := b.red.Factor("api"); return f == 0.5 }) {
 		t.Fatal("the second replica did not see the reduction within 1 s")
 	}
 	if _, u := b.red.Factor("api"); u.Sub(until).Abs() > 100*time.Millisecond {
@@ -187,19 +182,19 @@ func TestReductionRedis(t *testing.T) {
 	}
 
 	// Ending early through one replica reaches the other too.
-	if _, err := b.client().Reduce(context.Background(), ops.ReduceRequest{Policies: []string{"*"}, Factor: 0.25, Duration: "1h"}); err != nil {
+	if _, err := b.client().Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"*"}, Factor: 0.25, Duration: "1h"}); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(time.Second, func() bool { f, _ := a.red.Factor("other"); return f == 0.25 }) {
+	if !opstest.Eventually(time.Second, func() bool { f, _ := a.red.Factor("other"); return f == 0.25 }) {
 		t.Fatal(`replica a did not see the "*" reduction`)
 	}
-	if r := get(t, a.srv.URL, "/other/x", "192.0.2.21"); r.header.Get("RateLimit-Policy") != `"other";q=1;w=3600` {
-		t.Fatalf(`under "*" at 25%%: RateLimit-Policy %q`, r.header.Get("RateLimit-Policy"))
+	if r := opstest.Get(t, a.srv.URL, "/other/x", "192.0.2.21"); r.Header.Get("RateLimit-Policy") != `"other";q=1;w=3600` {
+		t.Fatalf(`under "*" at 25%%: RateLimit-Policy %q`, r.Header.Get("RateLimit-Policy"))
 	}
 	if left, err := a.client().EndReduce(context.Background(), nil); err != nil || len(left) != 0 {
 		t.Fatalf("EndReduce: %v %v", left, err)
 	}
-	if !eventually(time.Second, func() bool { f, _ := b.red.Factor("other"); return f == 1 }) {
+	if !opstest.Eventually(time.Second, func() bool { f, _ := b.red.Factor("other"); return f == 1 }) {
 		t.Fatal("replica b still reduced after the end")
 	}
 }
@@ -207,9 +202,9 @@ func TestReductionRedis(t *testing.T) {
 // TestReductionRefreshFailure: while the shared store cannot be read, the
 // last known reductions hold and still end on time.
 func TestReductionRefreshFailure(t *testing.T) {
-	clk := newClock()
-	fs := &failingStore{MemoryReductions: ops.NewMemoryReductions(clk.Now)}
-	red := ops.NewReductions(ops.ReductionsConfig{Store: fs, Refresh: time.Hour, Logger: quiet, Now: clk.Now})
+	clk := opstest.NewClock()
+	fs := &failingStore{MemoryReductions: reduce.NewMemoryReductions(clk.Now)}
+	red := reduce.NewReductions(reduce.ReductionsConfig{Store: fs, Refresh: time.Hour, Logger: opstest.Quiet, Now: clk.Now})
 	defer red.Close()
 	if _, err := red.Set(context.Background(), []string{"api"}, 0.5, time.Minute, ""); err != nil {
 		t.Fatal(err)
@@ -228,11 +223,11 @@ func TestReductionRefreshFailure(t *testing.T) {
 }
 
 type failingStore struct {
-	*ops.MemoryReductions
+	*reduce.MemoryReductions
 	fail bool
 }
 
-func (f *failingStore) List(ctx context.Context) ([]ops.Reduction, error) {
+func (f *failingStore) List(ctx context.Context) ([]reduce.Reduction, error) {
 	if f.fail {
 		return nil, fmt.Errorf("store down")
 	}
@@ -244,24 +239,24 @@ func (f *failingStore) List(ctx context.Context) ([]ops.Reduction, error) {
 func TestReduceAPIErrors(t *testing.T) {
 	rep := newReplica(t, nil, nil, 0)
 	for _, tc := range []struct {
-		req  ops.ReduceRequest
+		req  admin.ReduceRequest
 		want string
 	}{
-		{ops.ReduceRequest{Policies: []string{"api"}, Factor: 0, Duration: "1m"}, "factor"},
-		{ops.ReduceRequest{Policies: []string{"api"}, Factor: 1.5, Duration: "1m"}, "factor"},
-		{ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "soon"}, "duration"},
-		{ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "-1m"}, "duration"},
-		{ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "48h"}, "duration"},
-		{ops.ReduceRequest{Policies: []string{"nope"}, Factor: 0.5, Duration: "1m"}, `unknown policy "nope" (defined: api, other)`},
-		{ops.ReduceRequest{Factor: 0.5, Duration: "1m"}, `no policy to reduce (use "*" for all)`},
+		{admin.ReduceRequest{Policies: []string{"api"}, Factor: 0, Duration: "1m"}, "factor"},
+		{admin.ReduceRequest{Policies: []string{"api"}, Factor: 1.5, Duration: "1m"}, "factor"},
+		{admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "soon"}, "duration"},
+		{admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "-1m"}, "duration"},
+		{admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "48h"}, "duration"},
+		{admin.ReduceRequest{Policies: []string{"nope"}, Factor: 0.5, Duration: "1m"}, `unknown policy "nope" (defined: api, other)`},
+		{admin.ReduceRequest{Factor: 0.5, Duration: "1m"}, `no policy to reduce (use "*" for all)`},
 	} {
 		_, err := rep.client().Reduce(context.Background(), tc.req)
 		if err == nil || !strings.Contains(err.Error(), ": 400: ") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want 400 mentioning %q", tc.req, err, tc.want)
 		}
 	}
-	anon := &ops.AdminClient{BaseURL: rep.admin.URL}
-	if _, err := anon.Reduce(context.Background(), ops.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "1m"}); err == nil || !strings.Contains(err.Error(), ": 401: ") {
+	anon := &admin.AdminClient{BaseURL: rep.admin.URL}
+	if _, err := anon.Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "1m"}); err == nil || !strings.Contains(err.Error(), ": 401: ") {
 		t.Fatalf("without token: %v, want 401", err)
 	}
 	if list := rep.red.Active(); len(list) != 0 {

@@ -1,4 +1,4 @@
-package ops
+package admin
 
 import (
 	"crypto/subtle"
@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/header"
-
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/ops/detect"
+	"github.com/floodgate/floodgate/ops/reduce"
+	"github.com/floodgate/floodgate/ops/stats"
+	"github.com/floodgate/floodgate/ops/top"
 )
 
 //go:embed dashboard
@@ -24,10 +27,10 @@ var dashboardFiles embed.FS
 // AdminConfig configures NewAdmin. Every part is optional; the routes of a
 // missing part answer 404.
 type AdminConfig struct {
-	Detector   *Detector
-	Offenders  *Offenders
-	Stats      *Stats
-	Reductions *Reductions
+	Detector   *detect.Detector
+	Offenders  *top.Offenders
+	Stats      *stats.Stats
+	Reductions *reduce.Reductions
 	// Policies are the configured policy names; a reduction naming any
 	// other (except "*") is refused with 400. Empty accepts any name.
 	Policies []string
@@ -79,7 +82,7 @@ type ReduceRequest struct {
 // ReduceResponse is the answer of POST /v1/admin/reduce and GET
 // /v1/admin/reductions.
 type ReduceResponse struct {
-	Reductions []Reduction `json:"reductions"`
+	Reductions []reduce.Reduction `json:"reductions"`
 }
 
 // NewAdmin returns the handler.
@@ -159,14 +162,14 @@ func (a *Admin) reduce(w http.ResponseWriter, r *http.Request) {
 		known = a.cfg.KnownPolicies()
 	}
 	for _, p := range req.Policies {
-		if p != AllPolicies && len(known) > 0 && !slices.Contains(known, p) {
+		if p != reduce.AllPolicies && len(known) > 0 && !slices.Contains(known, p) {
 			writeProblem(w, http.StatusBadRequest, "policies: unknown policy "+strconv.Quote(p)+" (defined: "+strings.Join(known, ", ")+")")
 			return
 		}
 	}
 	out, err := a.cfg.Reductions.Set(r.Context(), req.Policies, req.Factor, d, req.Reason)
 	switch {
-	case errors.Is(err, ErrBadFactor), errors.Is(err, ErrBadDuration), errors.Is(err, ErrNoPolicies):
+	case errors.Is(err, reduce.ErrBadFactor), errors.Is(err, reduce.ErrBadDuration), errors.Is(err, reduce.ErrNoPolicies):
 		writeProblem(w, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:
@@ -210,7 +213,7 @@ func (a *Admin) reductions(w http.ResponseWriter, r *http.Request) {
 // TopResponse is the answer of GET /v1/admin/top.
 type TopResponse struct {
 	// Rules maps a rule name to its heaviest limited keys, heaviest first.
-	Rules map[string][]Entry `json:"rules"`
+	Rules map[string][]top.Entry `json:"rules"`
 	// Keys is "fingerprint" or "raw": what Entry.Key holds.
 	Keys string `json:"keys"`
 }
@@ -233,8 +236,8 @@ func (a *Admin) top(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) topOf(rules []string, n int) TopResponse {
-	out := TopResponse{Rules: map[string][]Entry{}, Keys: "fingerprint"}
-	if a.cfg.Offenders.cfg.RawKeys {
+	out := TopResponse{Rules: map[string][]top.Entry{}, Keys: "fingerprint"}
+	if a.cfg.Offenders.RawKeys() {
 		out.Keys = "raw"
 	}
 	if len(rules) == 0 {
@@ -249,8 +252,8 @@ func (a *Admin) topOf(rules []string, n int) TopResponse {
 // AlertsResponse is the answer of GET /v1/admin/alerts.
 type AlertsResponse struct {
 	// Alerts are the most recent first.
-	Alerts []Alert `json:"alerts"`
-	Blocks []Block `json:"blocks"`
+	Alerts []detect.Alert `json:"alerts"`
+	Blocks []detect.Block `json:"blocks"`
 }
 
 func (a *Admin) alerts(w http.ResponseWriter, r *http.Request) {
@@ -269,10 +272,10 @@ func (a *Admin) alertsOf() AlertsResponse {
 
 // DashboardData is GET /dashboard/data.json. Absent parts are null.
 type DashboardData struct {
-	Stats      *Snapshot       `json:"stats"`
-	Top        *TopResponse    `json:"top"`
-	Reductions []Reduction     `json:"reductions"`
-	Alerts     *AlertsResponse `json:"alerts"`
+	Stats      *stats.Snapshot    `json:"stats"`
+	Top        *TopResponse       `json:"top"`
+	Reductions []reduce.Reduction `json:"reductions"`
+	Alerts     *AlertsResponse    `json:"alerts"`
 }
 
 func (a *Admin) data(w http.ResponseWriter, r *http.Request) {

@@ -1,4 +1,4 @@
-package ops_test
+package top_test
 
 import (
 	"cmp"
@@ -14,7 +14,8 @@ import (
 
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/internal/opstest"
+	"github.com/floodgate/floodgate/ops/top"
 )
 
 // TestTopKZipf feeds a Zipf workload (s = 1.1 over 100,000 keys, 300,000
@@ -32,7 +33,7 @@ func TestTopKZipf(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	z := rand.NewZipf(rng, 1.1, 1, keys-1)
 	exact := map[string]uint64{}
-	tk := ops.NewTopK(k)
+	tk := top.NewTopK(k)
 	// Keys are shuffled ranks, so heaviness is not in key order.
 	perm := rng.Perm(keys)
 	for range n {
@@ -48,7 +49,7 @@ func TestTopKZipf(t *testing.T) {
 	if len(got) != k {
 		t.Fatalf("%d entries, want %d", len(got), k)
 	}
-	reported := map[string]ops.Entry{}
+	reported := map[string]top.Entry{}
 	for _, e := range got {
 		reported[e.Key] = e
 		tr := exact[e.Key]
@@ -95,11 +96,11 @@ func TestTopKZipf(t *testing.T) {
 // TestTopKSmall checks replacement by hand: the newcomer inherits the
 // minimum as its error.
 func TestTopKSmall(t *testing.T) {
-	tk := ops.NewTopK(2)
+	tk := top.NewTopK(2)
 	tk.Add("a", 5)
 	tk.Add("b", 2)
 	tk.Add("c", 1) // replaces b (2): count 3, error 2
-	want := []ops.Entry{{Key: "a", Count: 5}, {Key: "c", Count: 3, Error: 2}}
+	want := []top.Entry{{Key: "a", Count: 5}, {Key: "c", Count: 3, Error: 2}}
 	if got := tk.Top(0); !slices.Equal(got, want) {
 		t.Fatalf("Top = %+v, want %+v", got, want)
 	}
@@ -113,8 +114,8 @@ func TestTopKSmall(t *testing.T) {
 // generations age out, and the collector exports at most MetricsTop series
 // per rule.
 func TestOffenders(t *testing.T) {
-	clk := newClock()
-	o := ops.NewOffenders(ops.OffendersConfig{Capacity: 16, Interval: time.Minute, MetricsTop: 3, Now: clk.Now})
+	clk := opstest.NewClock()
+	o := top.NewOffenders(top.OffendersConfig{Capacity: 16, Interval: time.Minute, MetricsTop: 3, Now: clk.Now})
 	for i := range 10 {
 		for range (i + 1) * 10 {
 			o.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "10.0.0." + strconv.Itoa(i)})
@@ -123,14 +124,14 @@ func TestOffenders(t *testing.T) {
 	o.Observe(engine.Event{Rule: "api", Key: "10.0.0.9", Verdict: engine.Allowed}) // not counted
 	o.Observe(engine.Event{Rule: "api", Key: "10.0.0.9", Verdict: engine.Reduced}) // not counted
 	o.Observe(engine.Event{Rule: "login", Key: "10.0.0.1", Shadow: true})          // counted
-	top := o.Top("api", 3)
-	want := []ops.Entry{
+	got := o.Top("api", 3)
+	want := []top.Entry{
 		{Key: httplimit.Fingerprint("10.0.0.9"), Count: 100},
 		{Key: httplimit.Fingerprint("10.0.0.8"), Count: 90},
 		{Key: httplimit.Fingerprint("10.0.0.7"), Count: 80},
 	}
-	if !slices.Equal(top, want) {
-		t.Fatalf("Top(api) = %+v, want %+v", top, want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("Top(api) = %+v, want %+v", got, want)
 	}
 	if got := o.Rules(); !slices.Equal(got, []string{"api", "login"}) {
 		t.Fatalf("Rules = %v", got)
@@ -170,10 +171,10 @@ floodgate_top_offender_requests{key="`+httplimit.Fingerprint("10.0.0.1")+`",rank
 	}
 	clk.Advance(3 * time.Minute)
 	if top := o.Top("api", 0); len(top) != 0 {
-		t.Fatalf("after a long quiet: %+v", top)
+		t.Fatalf("after a long opstest.Quiet: %+v", top)
 	}
 
-	raw := ops.NewOffenders(ops.OffendersConfig{RawKeys: true})
+	raw := top.NewOffenders(top.OffendersConfig{RawKeys: true})
 	raw.Observe(engine.Event{Verdict: engine.Denied, Rule: "r", Key: "user:42"})
 	if top := raw.Top("r", 1); top[0].Key != "user:42" {
 		t.Fatalf("raw keys: %+v", top)

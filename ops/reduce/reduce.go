@@ -1,4 +1,4 @@
-package ops
+package reduce
 
 import (
 	"context"
@@ -129,9 +129,9 @@ type Reductions struct {
 
 // Errors of Reductions.Set.
 var (
-	ErrBadFactor   = errors.New("ops: factor must be greater than 0 and less than 1")
-	ErrBadDuration = errors.New("ops: duration must be positive and within the maximum")
-	ErrNoPolicies  = errors.New(`ops: no policy to reduce (use "*" for all)`)
+	ErrBadFactor   = errors.New("reduce: factor must be greater than 0 and less than 1")
+	ErrBadDuration = errors.New("reduce: duration must be positive and within the maximum")
+	ErrNoPolicies  = errors.New(`reduce: no policy to reduce (use "*" for all)`)
 )
 
 // NewReductions reads the store once and starts refreshing it every
@@ -254,7 +254,7 @@ func (r *Reductions) Set(ctx context.Context, policies []string, factor float64,
 	for _, p := range policies {
 		x, err := r.cfg.Store.Put(ctx, p, factor, d, reason)
 		if err != nil {
-			return out, fmt.Errorf("ops: reduce %q: %w", p, err)
+			return out, fmt.Errorf("reduce: reduce %q: %w", p, err)
 		}
 		out = append(out, x)
 		r.cfg.Logger.Warn("capacity reduced", slog.String("policy", p), slog.Float64("factor", factor),
@@ -272,7 +272,7 @@ func (r *Reductions) Set(ctx context.Context, policies []string, factor float64,
 func (r *Reductions) End(ctx context.Context, policies []string) error {
 	for _, p := range policies {
 		if err := r.cfg.Store.Delete(ctx, p); err != nil {
-			return fmt.Errorf("ops: end reduction of %q: %w", p, err)
+			return fmt.Errorf("reduce: end reduction of %q: %w", p, err)
 		}
 		r.cfg.Logger.Warn("capacity reduction ended", slog.String("policy", p))
 	}

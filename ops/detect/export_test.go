@@ -1,4 +1,4 @@
-package ops
+package detect
 
 // TrackedKeys returns how many keys d counts, for tests of its bound.
 func TrackedKeys(d *Detector) int {

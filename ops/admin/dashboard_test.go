@@ -1,4 +1,4 @@
-package ops_test
+package admin_test
 
 import (
 	"context"
@@ -19,8 +19,13 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/opstest"
 	"github.com/floodgate/floodgate/internal/testkit"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/admin"
+	"github.com/floodgate/floodgate/ops/detect"
+	"github.com/floodgate/floodgate/ops/reduce"
+	"github.com/floodgate/floodgate/ops/stats"
+	"github.com/floodgate/floodgate/ops/top"
 )
 
 // dashState is what the page shows, read from its DOM.
@@ -127,27 +132,27 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Fatalf("FLOODGATE_TEST_CHROMIUM=%s: %v; scripts/services-up.sh installs Chromium", chrome, err)
 	}
 
-	clk := newClock()
-	stats := ops.NewStats(ops.StatsConfig{Now: clk.Now})
-	top := ops.NewOffenders(ops.OffendersConfig{Now: clk.Now})
-	det, err := ops.NewDetector(ops.DetectorConfig{
-		Rules:  map[string]ops.AbuseRule{"api": {Threshold: 70, Window: time.Minute, Block: 2 * time.Minute}},
-		Logger: quiet,
+	clk := opstest.NewClock()
+	stats := stats.NewStats(stats.StatsConfig{Now: clk.Now})
+	top := top.NewOffenders(top.OffendersConfig{Now: clk.Now})
+	det, err := detect.NewDetector(detect.DetectorConfig{
+		Rules:  map[string]detect.AbuseRule{"api": {Threshold: 70, Window: time.Minute, Block: 2 * time.Minute}},
+		Logger: opstest.Quiet,
 		Now:    clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	red := ops.NewReductions(ops.ReductionsConfig{Store: ops.NewMemoryReductions(clk.Now), Logger: quiet, Now: clk.Now, Refresh: time.Hour})
+	red := reduce.NewReductions(reduce.ReductionsConfig{Store: reduce.NewMemoryReductions(clk.Now), Logger: opstest.Quiet, Now: clk.Now, Refresh: time.Hour})
 	defer red.Close()
-	srv := serveMW(t, httplimit.Config{
+	srv := opstest.ServeMW(t, httplimit.Config{
 		Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red,
 		Rules: []httplimit.Rule{
-			{Name: "api", Pattern: "/api/", Policies: []floodgate.Policy{logPol("api", 100)}},
+			{Name: "api", Pattern: "/api/", Policies: []floodgate.Policy{opstest.LogPol("api", 100)}},
 			{Name: "login", Pattern: "POST /login", Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowLog, Quota: 5, Window: time.Minute}}},
 		},
 	})
-	admin := httptest.NewServer(ops.NewAdmin(ops.AdminConfig{Detector: det, Offenders: top, Stats: stats, Reductions: red}))
+	admin := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{Detector: det, Offenders: top, Stats: stats, Reductions: red}))
 	defer admin.Close()
 
 	tr := &traffic{allowed: map[string]int{}, limited: map[string]int{}, blocked: map[string]int{}, reduced: map[string]int{},

@@ -1,4 +1,4 @@
-package ops_test
+package admin_test
 
 import (
 	"context"
@@ -13,20 +13,25 @@ import (
 
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/opstest"
 	"github.com/floodgate/floodgate/internal/testkit"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/admin"
+	"github.com/floodgate/floodgate/ops/detect"
+	"github.com/floodgate/floodgate/ops/reduce"
+	"github.com/floodgate/floodgate/ops/stats"
+	"github.com/floodgate/floodgate/ops/top"
 )
 
 // TestAdminRoutes: the read routes answer JSON with real values, the
 // dashboard's files come from the binary and load nothing from elsewhere.
 func TestAdminRoutes(t *testing.T) {
-	clk := newClock()
-	stats := ops.NewStats(ops.StatsConfig{Now: clk.Now})
-	top := ops.NewOffenders(ops.OffendersConfig{Now: clk.Now})
-	det, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Threshold: 3, Block: time.Minute}, Logger: quiet, Now: clk.Now})
-	red := ops.NewReductions(ops.ReductionsConfig{Logger: quiet, Now: clk.Now})
+	clk := opstest.NewClock()
+	stats := stats.NewStats(stats.StatsConfig{Now: clk.Now})
+	offenders := top.NewOffenders(top.OffendersConfig{Now: clk.Now})
+	det, _ := detect.NewDetector(detect.DetectorConfig{Default: detect.AbuseRule{Threshold: 3, Block: time.Minute}, Logger: opstest.Quiet, Now: clk.Now})
+	red := reduce.NewReductions(reduce.ReductionsConfig{Logger: opstest.Quiet, Now: clk.Now})
 	defer red.Close()
-	obs := engine.Observers{det, top, stats, nil}
+	obs := engine.Observers{det, offenders, stats, nil}
 	for range 3 {
 		obs.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "192.0.2.1", RetryAfter: time.Second})
 	}
@@ -35,15 +40,15 @@ func TestAdminRoutes(t *testing.T) {
 	if _, err := red.Set(context.Background(), []string{"api"}, 0.5, time.Minute, "drill"); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(ops.NewAdmin(ops.AdminConfig{Detector: det, Offenders: top, Stats: stats, Reductions: red}))
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{Detector: det, Offenders: offenders, Stats: stats, Reductions: red}))
 	defer srv.Close()
 
 	resp, body := testkit.Do(t, "GET", srv.URL+"/v1/admin/top?rule=api&n=1", "")
-	var tr ops.TopResponse
+	var tr admin.TopResponse
 	if err := json.Unmarshal([]byte(body), &tr); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("top: %d %s", resp.StatusCode, body)
 	}
-	if tr.Keys != "fingerprint" || len(tr.Rules["api"]) != 1 || tr.Rules["api"][0] != (ops.Entry{Key: httplimit.Fingerprint("192.0.2.1"), Count: 3}) {
+	if tr.Keys != "fingerprint" || len(tr.Rules["api"]) != 1 || tr.Rules["api"][0] != (top.Entry{Key: httplimit.Fingerprint("192.0.2.1"), Count: 3}) {
 		t.Fatalf("top: %+v", tr)
 	}
 	if resp, _ := testkit.Do(t, "GET", srv.URL+"/v1/admin/top?n=0", ""); resp.StatusCode != 400 {
@@ -51,7 +56,7 @@ func TestAdminRoutes(t *testing.T) {
 	}
 
 	_, body = testkit.Do(t, "GET", srv.URL+"/v1/admin/alerts", "")
-	var ar ops.AlertsResponse
+	var ar admin.AlertsResponse
 	json.Unmarshal([]byte(body), &ar)
 	if len(ar.Alerts) != 1 || ar.Alerts[0].Key != httplimit.Fingerprint("192.0.2.1") || len(ar.Blocks) != 1 ||
 		!ar.Blocks[0].Until.Equal(clk.Now().Add(time.Minute)) {
@@ -64,7 +69,7 @@ func TestAdminRoutes(t *testing.T) {
 	}
 
 	resp, body = testkit.Do(t, "GET", srv.URL+"/dashboard/data.json", "")
-	var d ops.DashboardData
+	var d admin.DashboardData
 	if err := json.Unmarshal([]byte(body), &d); err != nil || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("data.json: %v %s", err, body)
 	}
@@ -105,7 +110,7 @@ func TestAdminRoutes(t *testing.T) {
 	}
 
 	// Parts left out answer 404.
-	empty := httptest.NewServer(ops.NewAdmin(ops.AdminConfig{}))
+	empty := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{}))
 	defer empty.Close()
 	for _, p := range []string{"/v1/admin/top", "/v1/admin/alerts", "/v1/admin/reductions"} {
 		if resp, _ := testkit.Do(t, "GET", empty.URL+p, ""); resp.StatusCode != 404 {

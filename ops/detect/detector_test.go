@@ -1,4 +1,4 @@
-package ops_test
+package detect_test
 
 import (
 	"context"
@@ -21,7 +21,8 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/internal/opstest"
+	"github.com/floodgate/floodgate/ops/detect"
 )
 
 // hookServer records webhook deliveries; fail makes the first calls answer
@@ -30,7 +31,7 @@ type hookServer struct {
 	*httptest.Server
 	mu     sync.Mutex
 	calls  int
-	alerts []ops.Alert
+	alerts []detect.Alert
 	ctype  string
 	fail   int
 }
@@ -46,7 +47,7 @@ func newHookServer(t *testing.T, fail int) *hookServer {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
-		var a ops.Alert
+		var a detect.Alert
 		if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
 			t.Errorf("webhook body: %v", err)
 		}
@@ -56,10 +57,10 @@ func newHookServer(t *testing.T, fail int) *hookServer {
 	return h
 }
 
-func (h *hookServer) state() (int, []ops.Alert) {
+func (h *hookServer) state() (int, []detect.Alert) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.calls, append([]ops.Alert(nil), h.alerts...)
+	return h.calls, append([]detect.Alert(nil), h.alerts...)
 }
 
 // TestAbuseAlert is the case: 150 limited requests from one IP
@@ -73,42 +74,42 @@ func TestAbuseAlert(t *testing.T) {
 			name = "alert-and-block"
 		}
 		t.Run(name, func(t *testing.T) {
-			clk := newClock()
+			clk := opstest.NewClock()
 			hook := newHookServer(t, 0)
-			logs := &logBuffer{}
+			logs := &opstest.LogBuffer{}
 			reg := prometheus.NewRegistry()
-			det, err := ops.NewDetector(ops.DetectorConfig{
-				Default:    ops.AbuseRule{Block: block},
-				Webhook:    &ops.WebhookConfig{URL: hook.URL, Timeout: time.Second, Backoff: 10 * time.Millisecond},
-				Logger:     logs.logger(),
+			det, err := detect.NewDetector(detect.DetectorConfig{
+				Default:    detect.AbuseRule{Block: block},
+				Webhook:    &detect.WebhookConfig{URL: hook.URL, Timeout: time.Second, Backoff: 10 * time.Millisecond},
+				Logger:     logs.Logger(),
 				Registerer: reg,
 				Now:        clk.Now,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := serveMW(t, httplimit.Config{
+			srv := opstest.ServeMW(t, httplimit.Config{
 				Observer: det, Blocker: det,
-				Rules: []httplimit.Rule{{Name: "api", Pattern: "/", Policies: []floodgate.Policy{pol("api", 5, time.Hour)}}},
+				Rules: []httplimit.Rule{{Name: "api", Pattern: "/", Policies: []floodgate.Policy{opstest.Pol("api", 5, time.Hour)}}},
 			})
 			const ip = "198.51.100.7"
 			var allowed, limited, blocked int
-			var firstBlock reply
+			var firstBlock opstest.Reply
 			// 5 allowed + 150 limited, 100 ms apart: 15.5 s of test time.
 			for range 155 {
-				r := get(t, srv.URL, "/", ip)
+				r := opstest.Get(t, srv.URL, "/", ip)
 				switch {
-				case r.status == 200:
+				case r.Status == 200:
 					allowed++
-				case r.status == 429 && r.problem.Type == header.ProblemQuotaExceeded:
+				case r.Status == 429 && r.Problem.Type == header.ProblemQuotaExceeded:
 					limited++
-				case r.status == 429 && r.problem.Type == header.ProblemAbnormalUsageDetected:
+				case r.Status == 429 && r.Problem.Type == header.ProblemAbnormalUsageDetected:
 					if blocked == 0 {
 						firstBlock = r
 					}
 					blocked++
 				default:
-					t.Fatalf("unexpected answer %d %q", r.status, r.problem.Type)
+					t.Fatalf("unexpected answer %d %q", r.Status, r.Problem.Type)
 				}
 				clk.Advance(100 * time.Millisecond)
 			}
@@ -121,23 +122,23 @@ func TestAbuseAlert(t *testing.T) {
 				if allowed != 5 || limited != 100 || blocked != 50 {
 					t.Fatalf("allowed %d, limited %d, blocked %d; want 5, 100, 50", allowed, limited, blocked)
 				}
-				if firstBlock.header.Get("Retry-After") != "30" || firstBlock.problem.Title != "Abnormal Usage Detected" {
-					t.Fatalf("first blocked answer: Retry-After %q, title %q", firstBlock.header.Get("Retry-After"), firstBlock.problem.Title)
+				if firstBlock.Header.Get("Retry-After") != "30" || firstBlock.Problem.Title != "Abnormal Usage Detected" {
+					t.Fatalf("first blocked answer: Retry-After %q, title %q", firstBlock.Header.Get("Retry-After"), firstBlock.Problem.Title)
 				}
 				// Another client is not blocked.
-				if r := get(t, srv.URL, "/", "198.51.100.8"); r.status != 200 {
-					t.Fatalf("other client: %d", r.status)
+				if r := opstest.Get(t, srv.URL, "/", "198.51.100.8"); r.Status != 200 {
+					t.Fatalf("other client: %d", r.Status)
 				}
 				// 30 s after the alert (raised at 10.4 s of test time; now
 				// 15.5 s) the block lifts: the client is back to its
 				// ordinary quota-exceeded answer.
 				clk.Advance(block - 5100*time.Millisecond - time.Millisecond)
-				if r := get(t, srv.URL, "/", ip); r.problem.Type != header.ProblemAbnormalUsageDetected || r.header.Get("Retry-After") != "1" {
-					t.Fatalf("just before the end: %d %q Retry-After %q", r.status, r.problem.Type, r.header.Get("Retry-After"))
+				if r := opstest.Get(t, srv.URL, "/", ip); r.Problem.Type != header.ProblemAbnormalUsageDetected || r.Header.Get("Retry-After") != "1" {
+					t.Fatalf("just before the end: %d %q Retry-After %q", r.Status, r.Problem.Type, r.Header.Get("Retry-After"))
 				}
 				clk.Advance(time.Millisecond)
-				if r := get(t, srv.URL, "/", ip); r.status != 429 || r.problem.Type != header.ProblemQuotaExceeded {
-					t.Fatalf("after the block: %d %q, want 429 quota-exceeded", r.status, r.problem.Type)
+				if r := opstest.Get(t, srv.URL, "/", ip); r.Status != 429 || r.Problem.Type != header.ProblemQuotaExceeded {
+					t.Fatalf("after the block: %d %q, want 429 quota-exceeded", r.Status, r.Problem.Type)
 				}
 				if got := testutil.ToFloat64(mustCounter(t, reg, "floodgate_abuse_blocked_total")); got != 51 {
 					t.Fatalf("blocked counter %v, want 51", got)
@@ -145,7 +146,7 @@ func TestAbuseAlert(t *testing.T) {
 			}
 
 			// Exactly one alert everywhere.
-			if !eventually(5*time.Second, func() bool { n, _ := hook.state(); return n >= 1 }) {
+			if !opstest.Eventually(5*time.Second, func() bool { n, _ := hook.state(); return n >= 1 }) {
 				t.Fatal("no webhook call within 5 s")
 			}
 			if err := det.Close(context.Background()); err != nil {
@@ -172,7 +173,7 @@ func TestAbuseAlert(t *testing.T) {
 				t.Fatalf("blocked_until %v with block %v", a.BlockedUntil, block)
 			}
 			var errs []map[string]any
-			for _, r := range logs.records(t) {
+			for _, r := range logs.Records(t) {
 				if r["level"] == "ERROR" {
 					errs = append(errs, r)
 				}
@@ -212,10 +213,10 @@ func mustCounter(t *testing.T, reg *prometheus.Registry, name string) prometheus
 // TestAbuseDedupPerWindow: sustained abuse alerts once per window, not once
 // per request, and the count is a sliding window, not a total.
 func TestAbuseDedupPerWindow(t *testing.T) {
-	clk := newClock()
-	det, err := ops.NewDetector(ops.DetectorConfig{
-		Rules:  map[string]ops.AbuseRule{"login": {Threshold: 10, Window: 10 * time.Second}},
-		Logger: quiet, Now: clk.Now,
+	clk := opstest.NewClock()
+	det, err := detect.NewDetector(detect.DetectorConfig{
+		Rules:  map[string]detect.AbuseRule{"login": {Threshold: 10, Window: 10 * time.Second}},
+		Logger: opstest.Quiet, Now: clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +246,7 @@ func TestAbuseDedupPerWindow(t *testing.T) {
 		}
 	}
 	// Allowed, shadow and reduced-capacity events never count.
-	det2, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Threshold: 3}, Logger: quiet, Now: clk.Now})
+	det2, _ := detect.NewDetector(detect.DetectorConfig{Default: detect.AbuseRule{Threshold: 3}, Logger: opstest.Quiet, Now: clk.Now})
 	for _, e := range []engine.Event{{Rule: "r", Key: "k"}, {Rule: "r", Key: "k", Shadow: true}, {Rule: "r", Key: "k", Verdict: engine.Reduced}, {Rule: "r", Key: "k", Verdict: engine.Blocked}} {
 		for range 5 {
 			det2.Observe(e)
@@ -259,19 +260,19 @@ func TestAbuseDedupPerWindow(t *testing.T) {
 // TestAbuseKeyPart counts by the IP part of an "{ip}|{route}" key, so one
 // IP spread over routes is one offender, and the block covers all routes.
 func TestAbuseKeyPart(t *testing.T) {
-	if got := ops.KeyPart(1)("r", "a|b|c"); got != "b" {
+	if got := detect.KeyPart(1)("r", "a|b|c"); got != "b" {
 		t.Fatalf("KeyPart(1) = %q", got)
 	}
-	if got := ops.KeyPart(3)("r", "a|b|c"); got != "" {
+	if got := detect.KeyPart(3)("r", "a|b|c"); got != "" {
 		t.Fatalf("KeyPart(3) of 3 parts = %q", got)
 	}
-	if got := ops.KeyPart(0)("r", "-|b"); got != "" {
+	if got := detect.KeyPart(0)("r", "-|b"); got != "" {
 		t.Fatalf("absent part = %q", got)
 	}
-	clk := newClock()
-	det, _ := ops.NewDetector(ops.DetectorConfig{
-		Rules:  map[string]ops.AbuseRule{"api": {Threshold: 6, Key: ops.KeyPart(0), Block: time.Minute}},
-		Logger: quiet, Now: clk.Now,
+	clk := opstest.NewClock()
+	det, _ := detect.NewDetector(detect.DetectorConfig{
+		Rules:  map[string]detect.AbuseRule{"api": {Threshold: 6, Key: detect.KeyPart(0), Block: time.Minute}},
+		Logger: opstest.Quiet, Now: clk.Now,
 	})
 	for i := range 6 {
 		det.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "192.0.2.1|GET /r" + string(rune('0'+i%3))})
@@ -313,10 +314,10 @@ func TestWebhookRetries(t *testing.T) {
 			}
 		}))
 		reg := prometheus.NewRegistry()
-		det, err := ops.NewDetector(ops.DetectorConfig{
-			Default:    ops.AbuseRule{Threshold: 1},
-			Webhook:    &ops.WebhookConfig{URL: srv.URL, Backoff: 5 * time.Millisecond, Attempts: 4},
-			Logger:     quiet,
+		det, err := detect.NewDetector(detect.DetectorConfig{
+			Default:    detect.AbuseRule{Threshold: 1},
+			Webhook:    &detect.WebhookConfig{URL: srv.URL, Backoff: 5 * time.Millisecond, Attempts: 4},
+			Logger:     opstest.Quiet,
 			Registerer: reg,
 		})
 		if err != nil {
@@ -360,10 +361,10 @@ func TestWebhookNeverBlocks(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	det, err := ops.NewDetector(ops.DetectorConfig{
-		Default: ops.AbuseRule{Threshold: 1, Window: time.Nanosecond},
-		Webhook: &ops.WebhookConfig{URL: srv.URL, Timeout: time.Minute, Queue: 2},
-		Logger:  quiet,
+	det, err := detect.NewDetector(detect.DetectorConfig{
+		Default: detect.AbuseRule{Threshold: 1, Window: time.Nanosecond},
+		Webhook: &detect.WebhookConfig{URL: srv.URL, Timeout: time.Minute, Queue: 2},
+		Logger:  opstest.Quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +386,7 @@ func TestWebhookNeverBlocks(t *testing.T) {
 // TestDetectorBoundedKeys: a flood of distinct keys keeps the tracked keys
 // within MaxKeys and still detects a key that crosses its threshold.
 func TestDetectorBoundedKeys(t *testing.T) {
-	det, _ := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Threshold: 50}, MaxKeys: 160, Logger: quiet})
+	det, _ := detect.NewDetector(detect.DetectorConfig{Default: detect.AbuseRule{Threshold: 50}, MaxKeys: 160, Logger: opstest.Quiet})
 	for i := range 20_000 {
 		det.Observe(engine.Event{Verdict: engine.Denied, Rule: "r", Policy: "p", Key: "spray-" + strconv.Itoa(i)})
 		if i%100 == 0 {
@@ -396,16 +397,16 @@ func TestDetectorBoundedKeys(t *testing.T) {
 	if len(al) != 1 || al[0].Key != httplimit.Fingerprint("heavy") {
 		t.Fatalf("alerts %+v, want one for the heavy key", al)
 	}
-	if n := ops.TrackedKeys(det); n > 160 {
+	if n := detect.TrackedKeys(det); n > 160 {
 		t.Fatalf("%d keys tracked, want ≤ 160", n)
 	}
 }
 
 func TestDetectorConfigErrors(t *testing.T) {
-	if _, err := ops.NewDetector(ops.DetectorConfig{Default: ops.AbuseRule{Threshold: -1}}); err == nil {
+	if _, err := detect.NewDetector(detect.DetectorConfig{Default: detect.AbuseRule{Threshold: -1}}); err == nil {
 		t.Fatal("negative threshold accepted")
 	}
-	if _, err := ops.NewDetector(ops.DetectorConfig{Webhook: &ops.WebhookConfig{URL: "ftp://x"}}); err == nil {
+	if _, err := detect.NewDetector(detect.DetectorConfig{Webhook: &detect.WebhookConfig{URL: "ftp://x"}}); err == nil {
 		t.Fatal("ftp webhook accepted")
 	}
 }
@@ -414,8 +415,8 @@ func TestDetectorConfigErrors(t *testing.T) {
 // alerts at the new one for keys already being counted.
 func TestDetectorThresholdReload(t *testing.T) {
 	clock := time.Unix(1_800_000_000, 0)
-	d, err := ops.NewDetector(ops.DetectorConfig{
-		Default: ops.AbuseRule{Threshold: 5, Window: time.Minute},
+	d, err := detect.NewDetector(detect.DetectorConfig{
+		Default: detect.AbuseRule{Threshold: 5, Window: time.Minute},
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:     func() time.Time { return clock },
 	})
@@ -431,7 +432,7 @@ func TestDetectorThresholdReload(t *testing.T) {
 	}
 	deny(3) // counted under threshold 5
 	for _, th := range []int{2, 8} {
-		if err := d.SetRules(ops.AbuseRule{Threshold: th, Window: time.Minute}, nil); err != nil {
+		if err := d.SetRules(detect.AbuseRule{Threshold: th, Window: time.Minute}, nil); err != nil {
 			t.Fatal(err)
 		}
 		clock = clock.Add(2 * time.Minute) // past the dedup window

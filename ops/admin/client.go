@@ -1,4 +1,4 @@
-package ops
+package admin
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/ops/reduce"
 )
 
 // AdminClient calls the admin routes of a running daemon, as the
@@ -27,7 +28,7 @@ type AdminClient struct {
 
 // Reduce starts a reduction (POST /v1/admin/reduce). Errors carry the
 // server's problem detail, e.g. an unknown policy.
-func (c *AdminClient) Reduce(ctx context.Context, req ReduceRequest) ([]Reduction, error) {
+func (c *AdminClient) Reduce(ctx context.Context, req ReduceRequest) ([]reduce.Reduction, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -39,7 +40,7 @@ func (c *AdminClient) Reduce(ctx context.Context, req ReduceRequest) ([]Reductio
 
 // EndReduce ends the reductions of policies now; none means all
 // (DELETE /v1/admin/reduce). It returns those still in force.
-func (c *AdminClient) EndReduce(ctx context.Context, policies []string) ([]Reduction, error) {
+func (c *AdminClient) EndReduce(ctx context.Context, policies []string) ([]reduce.Reduction, error) {
 	q := url.Values{"policy": policies}
 	path := "/v1/admin/reduce"
 	if len(policies) > 0 {
@@ -51,7 +52,7 @@ func (c *AdminClient) EndReduce(ctx context.Context, policies []string) ([]Reduc
 }
 
 // Reductions lists the reductions in force (GET /v1/admin/reductions).
-func (c *AdminClient) Reductions(ctx context.Context) ([]Reduction, error) {
+func (c *AdminClient) Reductions(ctx context.Context) ([]reduce.Reduction, error) {
 	var out ReduceResponse
 	err := c.do(ctx, http.MethodGet, "/v1/admin/reductions", nil, &out)
 	return out.Reductions, err

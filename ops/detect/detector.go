@@ -1,4 +1,4 @@
-package ops
+package detect
 
 import (
 	"context"
@@ -219,7 +219,7 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 func checkRules(def AbuseRule, rules map[string]AbuseRule) error {
 	check := func(name string, r AbuseRule) error {
 		if r.Threshold < 0 || r.Window < 0 || r.Block < 0 {
-			return fmt.Errorf("ops: abuse rule %q: threshold, window and block must not be negative", name)
+			return fmt.Errorf("detect: abuse rule %q: threshold, window and block must not be negative", name)
 		}
 		return nil
 	}

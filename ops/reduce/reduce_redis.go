@@ -1,4 +1,4 @@
-package ops
+package reduce
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func (s *RedisReductions) List(ctx context.Context) ([]Reduction, error) {
 	}
 	local := s.now()
 	if len(vals) < 2 {
-		return nil, fmt.Errorf("ops: reductions: short reply from Redis")
+		return nil, fmt.Errorf("reduce: reductions: short reply from Redis")
 	}
 	var sec, usec int64
 	fmt.Sscan(vals[0], &sec)

@@ -1,4 +1,4 @@
-package ops
+package detect
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ type webhook struct {
 func newWebhook(cfg WebhookConfig, logger *slog.Logger) (*webhook, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("ops: webhook URL %q: want an absolute http or https URL", cfg.URL)
+		return nil, fmt.Errorf("detect: webhook URL %q: want an absolute http or https URL", cfg.URL)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
@@ -187,6 +187,6 @@ func (w *webhook) close(ctx context.Context) error {
 	case <-ctx.Done():
 		w.cancel()
 		<-w.done
-		return fmt.Errorf("ops: webhook: %w; alerts not yet delivered were dropped", ctx.Err())
+		return fmt.Errorf("detect: webhook: %w; alerts not yet delivered were dropped", ctx.Err())
 	}
 }

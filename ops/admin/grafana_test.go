@@ -1,4 +1,4 @@
-package ops_test
+package admin_test
 
 import (
 	"encoding/json"
@@ -9,14 +9,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/floodgate/floodgate/internal/opstest"
 	"github.com/floodgate/floodgate/metrics"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/detect"
+	"github.com/floodgate/floodgate/ops/reduce"
+	"github.com/floodgate/floodgate/ops/top"
 )
 
 // TestGrafanaDashboard: examples/grafana/floodgate.json is valid JSON and
 // every metric its queries use is one Floodgate exports.
 func TestGrafanaDashboard(t *testing.T) {
-	data, err := os.ReadFile("../examples/grafana/floodgate.json")
+	data, err := os.ReadFile("../../examples/grafana/floodgate.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,20 +38,20 @@ func TestGrafanaDashboard(t *testing.T) {
 	if _, err := metrics.New(reg); err != nil {
 		t.Fatal(err)
 	}
-	det, err := ops.NewDetector(ops.DetectorConfig{Registerer: reg, Webhook: &ops.WebhookConfig{URL: "http://127.0.0.1:1/"}, Logger: quiet})
+	det, err := detect.NewDetector(detect.DetectorConfig{Registerer: reg, Webhook: &detect.WebhookConfig{URL: "http://127.0.0.1:1/"}, Logger: opstest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer det.Close(t.Context())
-	red := ops.NewReductions(ops.ReductionsConfig{Logger: quiet})
+	red := reduce.NewReductions(reduce.ReductionsConfig{Logger: opstest.Quiet})
 	defer red.Close()
-	reg.MustRegister(ops.NewOffenders(ops.OffendersConfig{}), red)
+	reg.MustRegister(top.NewOffenders(top.OffendersConfig{}), red)
 	known := map[string]bool{}
 	// Vectors without series and scrape-time collectors gather nothing,
 	// so names come from the collectors' descriptions.
 	descs := make(chan *prometheus.Desc, 100)
 	go func() {
-		for _, c := range []prometheus.Collector{ops.NewOffenders(ops.OffendersConfig{}), red} {
+		for _, c := range []prometheus.Collector{top.NewOffenders(top.OffendersConfig{}), red} {
 			c.Describe(descs)
 		}
 		close(descs)

@@ -1,4 +1,4 @@
-package ops_test
+package stats_test
 
 import (
 	"math"
@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/engine"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/internal/opstest"
+	"github.com/floodgate/floodgate/ops/stats"
 )
 
 func TestStatsSeries(t *testing.T) {
-	clk := newClock()
-	s := ops.NewStats(ops.StatsConfig{Step: 5 * time.Second, Span: time.Minute, Now: clk.Now})
+	clk := opstest.NewClock()
+	s := stats.NewStats(stats.StatsConfig{Step: 5 * time.Second, Span: time.Minute, Now: clk.Now})
 	for range 3 {
 		s.Observe(engine.Event{Rule: "api", Key: "a", Verdict: engine.Allowed, Latency: time.Millisecond})
 	}
@@ -73,8 +74,8 @@ func TestStatsSeries(t *testing.T) {
 // TestStatsLatencyQuantiles: quantiles from the log-linear histogram are
 // within 7% of the exact ones.
 func TestStatsLatencyQuantiles(t *testing.T) {
-	clk := newClock()
-	s := ops.NewStats(ops.StatsConfig{Now: clk.Now})
+	clk := opstest.NewClock()
+	s := stats.NewStats(stats.StatsConfig{Now: clk.Now})
 	for i := 1; i <= 10_000; i++ {
 		// 1 µs … 10 ms, uniform.
 		s.Observe(engine.Event{Rule: "r", Verdict: engine.Allowed, Latency: time.Duration(i) * time.Microsecond})
@@ -94,7 +95,7 @@ func TestStatsLatencyQuantiles(t *testing.T) {
 }
 
 func TestStatsConcurrent(t *testing.T) {
-	s := ops.NewStats(ops.StatsConfig{})
+	s := stats.NewStats(stats.StatsConfig{})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

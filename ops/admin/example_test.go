@@ -1,4 +1,4 @@
-package ops_test
+package admin_test
 
 import (
 	"context"
@@ -14,7 +14,11 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
-	"github.com/floodgate/floodgate/ops"
+	"github.com/floodgate/floodgate/ops/admin"
+	"github.com/floodgate/floodgate/ops/detect"
+	"github.com/floodgate/floodgate/ops/reduce"
+	"github.com/floodgate/floodgate/ops/stats"
+	"github.com/floodgate/floodgate/ops/top"
 )
 
 // Abuse detection, top offenders, the dashboard's statistics and shared
@@ -31,19 +35,19 @@ func Example_inYourServer() {
 	token := os.Getenv("ADMIN_TOKEN")
 	adminMux := http.NewServeMux()
 
-	stats := ops.NewStats(ops.StatsConfig{})
-	top := ops.NewOffenders(ops.OffendersConfig{})
-	det, err := ops.NewDetector(ops.DetectorConfig{
-		Default:    ops.AbuseRule{Threshold: 100, Window: time.Minute, Block: 5 * time.Minute},
-		Webhook:    &ops.WebhookConfig{URL: "https://alerts.example.com/hooks/floodgate"},
+	st := stats.NewStats(stats.StatsConfig{})
+	offenders := top.NewOffenders(top.OffendersConfig{})
+	det, err := detect.NewDetector(detect.DetectorConfig{
+		Default:    detect.AbuseRule{Threshold: 100, Window: time.Minute, Block: 5 * time.Minute},
+		Webhook:    &detect.WebhookConfig{URL: "https://alerts.example.com/hooks/floodgate"},
 		Registerer: prometheus.DefaultRegisterer,
 	})
-	red := ops.NewReductions(ops.ReductionsConfig{Store: ops.NewRedisReductions(rdb, "fg:")})
+	red := reduce.NewReductions(reduce.ReductionsConfig{Store: reduce.NewRedisReductions(rdb, "fg:")})
 	mw, err := httplimit.New(httplimit.Config{
 		Store: store, Rules: rules,
-		Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red,
+		Observer: engine.Observers{det, offenders, st}, Blocker: det, Capacity: red,
 	})
-	adminMux.Handle("/", ops.NewAdmin(ops.AdminConfig{Detector: det, Offenders: top, Stats: stats, Reductions: red, Token: token}))
+	adminMux.Handle("/", admin.NewAdmin(admin.AdminConfig{Detector: det, Offenders: offenders, Stats: st, Reductions: red, Token: token}))
 	defer det.Close(ctx)
 	defer red.Close()
 
