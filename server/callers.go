@@ -27,8 +27,20 @@ type callerKey struct{}
 func (s *Server) guardAPI(scope string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
+		if st.cfg.API == nil {
+			// A reload removed the face; its listener stays until a restart.
+			writeProblem(w, http.StatusNotFound, "Not Found", "the decision API is not configured")
+			return
+		}
 		cs := st.cfg.API.Callers
 		if len(cs) == 0 {
+			// No callers: loopback only. The listener was bound so at
+			// start, but a reload that removed every caller leaves a
+			// listener bound for callers, so each request is checked too.
+			if !fromLoopback(r) {
+				writeProblem(w, http.StatusForbidden, "Forbidden", "no api.callers are configured: the decision API answers loopback clients only")
+				return
+			}
 			next(w, r)
 			return
 		}
@@ -125,4 +137,10 @@ func apiListen(cfg *config.Config) (addr string, moved bool) {
 		return addr, false
 	}
 	return net.JoinHostPort("127.0.0.1", port), true
+}
+
+// fromLoopback reports whether r's socket peer is a loopback address.
+func fromLoopback(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }

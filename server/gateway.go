@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,6 +101,13 @@ func setForwarded(pr *httputil.ProxyRequest, res *clientip.Resolver) {
 	out.Header.Set("X-Forwarded-Host", host)
 	out.Header.Set("X-Forwarded-Proto", proto)
 	out.Header.Del("X-Real-Ip")
+	for name := range out.Header {
+		// "X_Forwarded_For" is X-Forwarded-For to CGI, WSGI and PHP,
+		// which map both '-' and '_' to '_': dropped whoever sent it.
+		if strings.Contains(name, "_") && isAddressHeader(http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))) {
+			out.Header.Del(name)
+		}
+	}
 	if !trusted {
 		for _, h := range clientAddressHeaders {
 			out.Header.Del(h)
@@ -125,6 +133,20 @@ var clientAddressHeaders = []string{
 	"X-Cluster-Client-Ip", "X-Original-Forwarded-For", "X-Forwarded", "Forwarded-For",
 	"X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Prefix", "X-Forwarded-Uri",
 	"X-Forwarded-Method", "X-Original-Uri", "X-Original-Method", "X-Original-Host", "X-Envoy-External-Address",
+	"Client-Ip", "X-Originating-Ip", "X-Remote-Ip", "X-Remote-Addr", "X-Proxyuser-Ip", "Fly-Client-Ip",
+	"X-Appengine-User-Ip", "X-Azure-Clientip", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X-Host",
+	"X-Original-Url", "X-Rewrite-Url",
+}
+
+// isAddressHeader reports whether name (canonical) is one the gateway
+// writes or drops: the X-Forwarded-* it sets, X-Real-IP, Forwarded, or one
+// of clientAddressHeaders.
+func isAddressHeader(name string) bool {
+	switch name {
+	case "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "Forwarded":
+		return true
+	}
+	return slices.Contains(clientAddressHeaders, name)
 }
 
 // upstreamError answers for an upstream that failed: 504 when it did not

@@ -15,12 +15,14 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/config"
 	"github.com/floodgate/floodgate/internal/testkit"
 )
 
@@ -102,6 +104,18 @@ func TestAPILoopbackWithoutCallers(t *testing.T) {
 	f := start(t, "api: {listen: ':0'}\nadmin: {listen: 'off'}\npolicies: {a: {quota: 2, window: 1m}}\nrules: [{name: r, match: /, policies: a}]\n")
 	if host, _, _ := net.SplitHostPort(f.srv.Addr(FaceAPI)); host != "127.0.0.1" {
 		t.Fatalf("API on %s, want loopback", f.srv.Addr(FaceAPI))
+	}
+	// A reload that removes every caller keeps a listener bound for
+	// callers: each request is held to loopback as well.
+	h := f.srv.guardAPI(config.ScopeCheck, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	for addr, want := range map[string]int{"192.0.2.2:4000": 403, "127.0.0.1:4000": 200, "[::1]:4000": 200} {
+		req := httptest.NewRequest("POST", "/v1/check", strings.NewReader(`{"key":"k","rule":"r"}`))
+		req.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		h(rec, req)
+		if rec.Code != want {
+			t.Errorf("check from %s without callers: %d, want %d", addr, rec.Code, want)
+		}
 	}
 }
 
@@ -206,7 +220,8 @@ func TestGatewayDripUploadCut(t *testing.T) {
 func TestClientAddressHeadersStripped(t *testing.T) {
 	f := start(t, baseConfig)
 	resp, _ := testkit.Do(t, "GET", f.url(FaceGateway, "/x"), "", "CF-Connecting-IP", "6.6.6.6", "True-Client-IP", "6.6.6.6",
-		"X-Client-IP", "6.6.6.6", "Forwarded", "for=6.6.6.6", "Fastly-Client-IP", "6.6.6.6")
+		"X-Client-IP", "6.6.6.6", "Forwarded", "for=6.6.6.6", "Fastly-Client-IP", "6.6.6.6",
+		"X_Forwarded_For", "6.6.6.6", "X_Real_IP", "6.6.6.6", "Client-IP", "6.6.6.6", "X-Original-URL", "/6.6.6.6")
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}

@@ -209,6 +209,17 @@ func restartNeeded(old, cfg *config.Config) []string {
 	addr("api", oa, na)
 	addr("forward_auth", of, nf)
 	addr("admin", old.Admin.Listen, cfg.Admin.Listen)
+	if o, n := old.EnvoyRLS, cfg.EnvoyRLS; (o == nil) != (n == nil) || o != nil && o.Listen != n.Listen {
+		out = append(out, "envoy_rls listen")
+	}
+	// Bound at start: timeouts, caps and TLS; and whether the API listens
+	// on loopback only, which having no callers decides.
+	if !reflect.DeepEqual(old.Listeners, cfg.Listeners) {
+		out = append(out, "listeners")
+	}
+	if old.API != nil && cfg.API != nil && (len(old.API.Callers) == 0) != (len(cfg.API.Callers) == 0) {
+		out = append(out, "api.callers (whether the API listens on loopback only)")
+	}
 	// Read once, at New: the logger, and the webhook, key display and
 	// reduction store of ops (setupOps).
 	if old.Log.Level != cfg.Log.Level || old.Log.Format != cfg.Log.Format {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/floodgate/floodgate/internal/pgtest"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/pgtest"
 
 	"github.com/jackc/pgx/v5"
 

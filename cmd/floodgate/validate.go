@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -40,7 +41,7 @@ func newValidate() *cobra.Command {
 func summary(c *config.Config) string {
 	var faces []string
 	if c.Gateway != nil {
-		faces = append(faces, fmt.Sprintf("gateway %s -> %s", c.Gateway.Listen, c.Gateway.Upstream))
+		faces = append(faces, fmt.Sprintf("gateway %s -> %s", c.Gateway.Listen, redacted(c.Gateway.Upstream)))
 	}
 	if c.API != nil {
 		faces = append(faces, "api "+c.API.Listen)
@@ -52,4 +53,17 @@ func summary(c *config.Config) string {
 		faces = append(faces, "admin "+c.Admin.Listen)
 	}
 	return fmt.Sprintf("%d policies, %d rules, %s store; %s", len(c.Policies), len(c.Rules), c.Store.Type, strings.Join(faces, ", "))
+}
+
+// redacted is a URL without its password or query, which may hold a
+// credential: what validate prints goes to terminals and CI logs.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	return u.Redacted()
 }
