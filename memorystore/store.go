@@ -270,8 +270,7 @@ func (s *Store) take(head *node, unused bool, now int64, cost floodgate.Cost, po
 	if cost.IsPeek() {
 		return false, nil
 	}
-	s.commit(head, unused, now, cost, policies, pend)
-	return true, nil
+	return s.commit(head, unused, now, cost, policies, pend), nil
 }
 
 // decideAll decides every policy on its state, writing results and the
@@ -315,16 +314,20 @@ func decideAll(head *node, unused bool, now int64, cost floodgate.Cost, policies
 	return pend, allowed
 }
 
-// commit writes the states pend holds for the policies charged. A policy
-// without a state gets one: head itself while it is unused, else a node
-// after it.
-func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, pend []pending) {
+// commit writes the states pend holds for the policies charged, and
+// reports whether it wrote any: a request that charged only units these
+// policies do not count (a GET against a content-bytes policy) leaves a
+// new key with no state to keep. A policy without a state gets one: head
+// itself while it is unused, else a node after it.
+func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, pend []pending) bool {
+	wrote := false
 	for i := range policies {
 		p := &policies[i]
 		c := cost.Of(p.Unit)
 		if c == 0 {
 			continue
 		}
+		wrote = true
 		var n *node
 		if !unused {
 			n = find(head, p)
@@ -348,6 +351,7 @@ func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, 
 		}
 		n.state = pend[i].state
 	}
+	return wrote
 }
 
 // decide runs p's algorithm on *st, writing r, and updates *st if it

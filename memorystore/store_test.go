@@ -246,3 +246,24 @@ func TestUnnamedPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestChargedNothingKeepsNoKey: a request that charges only a unit the
+// key's policies do not count (a GET against a content-bytes policy)
+// stores nothing, and a later request that does count is decided as for a
+// new key (it once found an entry without a state and crashed).
+func TestChargedNothingKeepsNoKey(t *testing.T) {
+	st := memorystore.New()
+	defer st.Close()
+	ps := []floodgate.Policy{{Name: "bytes", Algorithm: floodgate.FixedWindow, Quota: 10, Window: time.Hour, Unit: floodgate.ContentBytes}}
+	res := make([]floodgate.Result, 1)
+	ctx := context.Background()
+	if err := st.Take(ctx, "k", floodgate.Cost{Requests: 1}, ps, res); err != nil || !res[0].Allowed {
+		t.Fatalf("bodiless request: %+v %v", res[0], err)
+	}
+	if n := st.Len(); n != 0 {
+		t.Fatalf("%d keys held after a request that spent nothing, want 0", n)
+	}
+	if err := st.Take(ctx, "k", floodgate.Cost{ContentBytes: 4}, ps, res); err != nil || !res[0].Allowed || res[0].Remaining != 6 {
+		t.Fatalf("4 bytes after it: %+v %v, want 6 left", res[0], err)
+	}
+}
