@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate"
 )
 
 // On a Cluster, a batch's script calls go to the masters of their slots,
@@ -89,7 +91,7 @@ func resend(ctx context.Context, cc *redis.ClusterClient, c *redis.IntSliceCmd) 
 			if tryingSince.IsZero() {
 				tryingSince = time.Now()
 			}
-			if time.Since(tryingSince) >= tryAgainFor || sleep(ctx, tryAgainPause) != nil {
+			if time.Since(tryingSince) >= tryAgainFor || floodgate.SystemClock.Sleep(ctx, tryAgainPause) != nil {
 				return c
 			}
 			if m, err := cc.MasterForKey(ctx, firstKey(c)); err != nil {
@@ -106,17 +108,6 @@ func resend(ctx context.Context, cc *redis.ClusterClient, c *redis.IntSliceCmd) 
 		}
 	}
 	return c
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func firstKey(c *redis.IntSliceCmd) string {

@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/internal/pgtest"
-	"github.com/floodgate/floodgate/tier"
-	"github.com/floodgate/floodgate/tierhttp"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/pgtest"
+	"github.com/floodgate/floodgate/internal/tiertest"
+	"github.com/floodgate/floodgate/tier"
+	"github.com/floodgate/floodgate/tierhttp"
 )
 
 // testDB creates a database of its own on the PostgreSQL that
@@ -156,7 +158,7 @@ func TestPostgres(t *testing.T) {
 		}
 	}
 	for name, quota := range map[string]int64{"free": 10, "pro": 1000} {
-		if err := tier.TiersSet(ctx, pool, name, tier.Limits{Policies: []floodgate.Policy{perMinute(name, quota)}}); err != nil {
+		if err := tier.TiersSet(ctx, pool, name, tier.Limits{Policies: []floodgate.Policy{tiertest.PerMinute(name, quota)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,16 +179,16 @@ func TestPostgres(t *testing.T) {
 		TTL: time.Minute, NegativeTTL: 5 * time.Second, Now: clk.Now, Logger: slog.New(logs),
 	})
 	plan := tierhttp.Plan(cache, tierhttp.PlanOptions{})
-	h := api(t, plan, 1e6, floodgate.FailClosed)
-	hOpen := api(t, plan, 1e6, floodgate.FailOpen)
+	h := tiertest.API(t, plan, 1e6, floodgate.FailClosed)
+	hOpen := tiertest.API(t, plan, 1e6, floodgate.FailOpen)
 
 	t.Run("tiers and query count", func(t *testing.T) {
 		before := lookups.Load()
-		if c := call(h, "X-API-Key", freeKey).Code; c != 200 {
+		if c := tiertest.Call(h, "X-API-Key", freeKey).Code; c != 200 {
 			t.Fatalf("first free request: %d", c)
 		}
 		cold := lookups.Load() - before
-		got := codes(h, freeKey, 10)
+		got := tiertest.Codes(h, freeKey, 10)
 		warm := lookups.Load() - before - cold
 		if got[200] != 9 || got[429] != 1 {
 			t.Fatalf("free requests 2–11: %v, want 9 × 200 then 429", got)
@@ -195,7 +197,7 @@ func TestPostgres(t *testing.T) {
 			t.Fatalf("queries: %d for the cold request, %d for 10 warm ones; want 1 and 0", cold, warm)
 		}
 		t.Logf("queries: cold request %d, 10 warm requests %d", cold, warm)
-		if got := codes(h, proKey, 1001); got[200] != 1000 || got[429] != 1 {
+		if got := tiertest.Codes(h, proKey, 1001); got[200] != 1000 || got[429] != 1 {
 			t.Fatalf("pro key, 1001 requests: %v, want 1000 × 200 and 1 × 429", got)
 		}
 		if n := lookups.Load() - before; n != 2 {
@@ -210,7 +212,7 @@ func TestPostgres(t *testing.T) {
 		var ok atomic.Int64
 		for range 100 {
 			wg.Go(func() {
-				if call(h, "X-API-Key", key).Code == 200 {
+				if tiertest.Call(h, "X-API-Key", key).Code == 200 {
 					ok.Add(1)
 				}
 			})
@@ -223,9 +225,9 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("401s", func(t *testing.T) {
 		before := lookups.Load()
-		want401(t, call(h), "api_key_required")
+		tiertest.Want401(t, tiertest.Call(h), "api_key_required")
 		for range 5 {
-			want401(t, call(h, "X-API-Key", "fg_not-a-key"), "invalid_api_key")
+			tiertest.Want401(t, tiertest.Call(h, "X-API-Key", "fg_not-a-key"), "invalid_api_key")
 		}
 		if n := lookups.Load() - before; n != 1 {
 			t.Fatalf("%d queries for no key and 5 × one unknown key, want 1", n)
@@ -234,7 +236,7 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("revoked key refused once its entry expires", func(t *testing.T) {
 		key := addKey(t, pool, "umbrella", "free")
-		if c := call(h, "Authorization", "Bearer "+key).Code; c != 200 {
+		if c := tiertest.Call(h, "Authorization", "Bearer "+key).Code; c != 200 {
 			t.Fatalf("before revoke: %d", c)
 		}
 		// Given the key itself, RevokeKey refuses, names its ID and never
@@ -242,7 +244,7 @@ func TestPostgres(t *testing.T) {
 		if _, err := tier.RevokeKey(ctx, pool, key); err == nil || strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), tier.HashKey(key).ID()) {
 			t.Fatalf("revoke by the key itself: %v; want a refusal naming its ID, not the key", err)
 		}
-		if c := call(h, "X-API-Key", key).Code; c != 200 {
+		if c := tiertest.Call(h, "X-API-Key", key).Code; c != 200 {
 			t.Fatalf("after the refused revoke: %d, want 200", c)
 		}
 		if id, err := tier.RevokeKey(ctx, pool, tier.HashKey(key).ID()); err != nil || id != tier.HashKey(key).ID() {
@@ -252,11 +254,11 @@ func TestPostgres(t *testing.T) {
 			t.Fatalf("revoke by hash (again: no error): %q %v", id, err)
 		}
 		clk.Add(59 * time.Second)
-		if c := call(h, "X-API-Key", key).Code; c != 200 {
+		if c := tiertest.Call(h, "X-API-Key", key).Code; c != 200 {
 			t.Fatalf("revoked, entry 59 s old: %d, want 200 from the cache", c)
 		}
 		clk.Add(time.Second)
-		want401(t, call(h, "X-API-Key", key), "invalid_api_key")
+		tiertest.Want401(t, tiertest.Call(h, "X-API-Key", key), "invalid_api_key")
 		keys, err := tier.ListKeys(ctx, pool, "umbrella")
 		if err != nil {
 			t.Fatal(err)
@@ -271,32 +273,32 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("PostgreSQL down", func(t *testing.T) {
 		warmKey := addKey(t, pool, "initech", "pro")
-		if c := call(h, "X-API-Key", warmKey).Code; c != 200 {
+		if c := tiertest.Call(h, "X-API-Key", warmKey).Code; c != 200 {
 			t.Fatalf("warming: %d", c)
 		}
 		clk.Add(30 * time.Second)
-		if c := call(h, "X-API-Key", proKey).Code; c != 429 { // refreshed; still out of quota
+		if c := tiertest.Call(h, "X-API-Key", proKey).Code; c != 429 { // refreshed; still out of quota
 			t.Fatalf("pro key: %d", c)
 		}
 		px.block(true)
 		before := cache.Stats()
 
 		// Fresh entries answer without a query.
-		if c := call(h, "X-API-Key", warmKey).Code; c != 200 {
+		if c := tiertest.Call(h, "X-API-Key", warmKey).Code; c != 200 {
 			t.Fatalf("warm key, database down: %d, want 200", c)
 		}
 		clk.Add(45 * time.Second) // warmKey's entry expires; proKey's does not
 		for i := range 20 {
-			if c := call(h, "X-API-Key", warmKey).Code; c != 200 {
+			if c := tiertest.Call(h, "X-API-Key", warmKey).Code; c != 200 {
 				t.Fatalf("expired entry, database down, request %d: %d, want 200", i, c)
 			}
-			if c := call(h, "X-API-Key", proKey).Code; c != 429 {
+			if c := tiertest.Call(h, "X-API-Key", proKey).Code; c != 429 {
 				t.Fatalf("pro key, database down: %d, want its tier's 429", c)
 			}
-			if c := call(h, "X-API-Key", "fg_unknown").Code; c != 503 {
+			if c := tiertest.Call(h, "X-API-Key", "fg_unknown").Code; c != 503 {
 				t.Fatalf("unknown key, fail-closed rule: %d, want 503", c)
 			}
-			if c := call(hOpen, "X-API-Key", "fg_unknown").Code; c != 200 {
+			if c := tiertest.Call(hOpen, "X-API-Key", "fg_unknown").Code; c != 200 {
 				t.Fatalf("unknown key, fail-open rule: %d, want 200", c)
 			}
 		}
@@ -310,7 +312,7 @@ func TestPostgres(t *testing.T) {
 
 		px.block(false)
 		clk.Add(time.Second) // the next probe is due
-		if c := call(h, "X-API-Key", warmKey).Code; c != 200 {
+		if c := tiertest.Call(h, "X-API-Key", warmKey).Code; c != 200 {
 			t.Fatalf("after recovery: %d", c)
 		}
 		if st := cache.Stats(); st.Down || logs.count("recovered") != 1 {
@@ -325,11 +327,11 @@ func TestPostgres(t *testing.T) {
 			t.Fatalf("tiers list:\n%s\nwant:\n%s", got, want)
 		}
 		// A new tier definition reaches keys once their entries expire.
-		if err := tier.TiersSet(ctx, pool, "free", tier.Limits{Policies: []floodgate.Policy{perMinute("free-v2", 3)}}); err != nil {
+		if err := tier.TiersSet(ctx, pool, "free", tier.Limits{Policies: []floodgate.Policy{tiertest.PerMinute("free-v2", 3)}}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(time.Minute)
-		rec := call(h, "X-API-Key", freeKey)
+		rec := tiertest.Call(h, "X-API-Key", freeKey)
 		if rec.Code != 200 || rec.Header().Get("RateLimit-Policy") != `"ip-guard";q=1000000;w=60, "free-v2";q=3;w=60` {
 			t.Fatalf("after tiers set: %d %q", rec.Code, rec.Header().Get("RateLimit-Policy"))
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/tiertest"
 	"github.com/floodgate/floodgate/tier"
 )
 
@@ -61,7 +62,7 @@ func (f *fakeSource) set(key string, e tier.Entry, err error) {
 	f.errs[tier.HashKey(key)] = err
 }
 
-var free = tier.Entry{Tenant: "acme", Tier: "free", Limits: tier.Limits{Policies: []floodgate.Policy{perMinute("free", 10)}}}
+var free = tier.Entry{Tenant: "acme", Tier: "free", Limits: tier.Limits{Policies: []floodgate.Policy{tiertest.PerMinute("free", 10)}}}
 
 func TestHash(t *testing.T) {
 	// SHA-256("abc") from FIPS 180-2, appendix B.1.
@@ -87,7 +88,7 @@ func TestHash(t *testing.T) {
 }
 
 func TestStatic(t *testing.T) {
-	tiers := map[string]tier.Limits{"free": {Policies: []floodgate.Policy{perMinute("free", 10)}}, "pro": {Policies: []floodgate.Policy{perMinute("pro", 1000)}}}
+	tiers := map[string]tier.Limits{"free": {Policies: []floodgate.Policy{tiertest.PerMinute("free", 10)}}, "pro": {Policies: []floodgate.Policy{tiertest.PerMinute("pro", 1000)}}}
 	s, err := tier.NewStatic(tiers, []tier.StaticKey{
 		{Hash: tier.HashKey("k-free"), Tenant: "acme", Tier: "free"},
 		{Hash: tier.HashKey("k-pro"), Tenant: "globex", Tier: "pro"},

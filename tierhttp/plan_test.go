@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/tiertest"
 	"github.com/floodgate/floodgate/tier"
 	"github.com/floodgate/floodgate/tierhttp"
 )
@@ -26,8 +27,8 @@ func (c *countingSource) Lookup(ctx context.Context, h tier.Hash) (tier.Entry, e
 func staticTiers(t *testing.T) *tier.Static {
 	t.Helper()
 	s, err := tier.NewStatic(map[string]tier.Limits{
-		"free": {Policies: []floodgate.Policy{perMinute("free", 10)}},
-		"pro":  {Policies: []floodgate.Policy{perMinute("pro", 1000)}},
+		"free": {Policies: []floodgate.Policy{tiertest.PerMinute("free", 10)}},
+		"pro":  {Policies: []floodgate.Policy{tiertest.PerMinute("pro", 1000)}},
 	}, []tier.StaticKey{
 		{Hash: tier.HashKey("free-1"), Tenant: "acme", Tier: "free"},
 		{Hash: tier.HashKey("free-2"), Tenant: "acme", Tier: "free"},
@@ -42,75 +43,75 @@ func staticTiers(t *testing.T) *tier.Static {
 }
 
 func TestPlanLimitsByTier(t *testing.T) {
-	h := api(t, tierhttp.Plan(staticTiers(t), tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
-	if got := codes(h, "free-1", 11); got[200] != 10 || got[429] != 1 {
+	h := tiertest.API(t, tierhttp.Plan(staticTiers(t), tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
+	if got := tiertest.Codes(h, "free-1", 11); got[200] != 10 || got[429] != 1 {
 		t.Fatalf("free key, 11 requests: %v, want 10 × 200 and 1 × 429", got)
 	}
-	rec := call(h, "X-API-Key", "free-1")
-	if p := problemOf(t, rec); rec.Code != 429 || rec.Header().Get("Retry-After") == "" || len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "free" {
+	rec := tiertest.Call(h, "X-API-Key", "free-1")
+	if p := tiertest.ProblemOf(t, rec); rec.Code != 429 || rec.Header().Get("Retry-After") == "" || len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "free" {
 		t.Fatalf("free 429: %d %q %+v", rec.Code, rec.Header().Get("Retry-After"), p)
 	}
 	// The quota is the tenant's: another acme key is refused too, another
 	// tenant's free key is not.
-	if c := call(h, "X-API-Key", "free-2").Code; c != 429 {
+	if c := tiertest.Call(h, "X-API-Key", "free-2").Code; c != 429 {
 		t.Fatalf("second acme key: %d, want 429", c)
 	}
-	if c := call(h, "X-API-Key", "free-3").Code; c != 200 {
+	if c := tiertest.Call(h, "X-API-Key", "free-3").Code; c != 200 {
 		t.Fatalf("initech key: %d, want 200", c)
 	}
-	if got := codes(h, "pro-1", 1001); got[200] != 1000 || got[429] != 1 {
+	if got := tiertest.Codes(h, "pro-1", 1001); got[200] != 1000 || got[429] != 1 {
 		t.Fatalf("pro key, 1001 requests: %v, want 1000 × 200 and 1 × 429", got)
 	}
 	// The fields speak of every limit the request met: the IP guard's and
 	// the tier's.
-	rec = call(h, "Authorization", "Bearer pro-1")
+	rec = tiertest.Call(h, "Authorization", "Bearer pro-1")
 	if rec.Code != 429 || rec.Header().Get("RateLimit-Policy") != `"ip-guard";q=1000000;w=60, "pro";q=1000;w=60` {
 		t.Fatalf("pro key as bearer: %d, RateLimit-Policy %q", rec.Code, rec.Header().Get("RateLimit-Policy"))
 	}
-	if got := call(h, "X-API-Key", "free-3").Header().Get("RateLimit-Policy"); got != `"ip-guard";q=1000000;w=60, "free";q=10;w=60` {
+	if got := tiertest.Call(h, "X-API-Key", "free-3").Header().Get("RateLimit-Policy"); got != `"ip-guard";q=1000000;w=60, "free";q=10;w=60` {
 		t.Fatalf("free RateLimit-Policy %q", got)
 	}
 }
 
 func TestPlanRejects(t *testing.T) {
 	src := &countingSource{Source: staticTiers(t)}
-	h := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
-	want401(t, call(h), "api_key_required")
-	want401(t, call(h, "X-API-Key", ""), "api_key_required")
-	want401(t, call(h, "Authorization", "Basic dXNlcjpwYXNz"), "api_key_required")
-	want401(t, call(h, "Authorization", "Bearer"), "api_key_required")
+	h := tiertest.API(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
+	tiertest.Want401(t, tiertest.Call(h), "api_key_required")
+	tiertest.Want401(t, tiertest.Call(h, "X-API-Key", ""), "api_key_required")
+	tiertest.Want401(t, tiertest.Call(h, "Authorization", "Basic dXNlcjpwYXNz"), "api_key_required")
+	tiertest.Want401(t, tiertest.Call(h, "Authorization", "Bearer"), "api_key_required")
 	if src.n != 0 {
 		t.Fatalf("%d lookups for requests without a key", src.n)
 	}
-	want401(t, call(h, "X-API-Key", "nope"), "invalid_api_key")
-	want401(t, call(h, "Authorization", "bearer nope"), "invalid_api_key")
-	want401(t, call(h, "X-API-Key", "off"), "invalid_api_key")
-	want401(t, call(h, "X-API-Key", strings.Repeat("k", 257)), "invalid_api_key")
+	tiertest.Want401(t, tiertest.Call(h, "X-API-Key", "nope"), "invalid_api_key")
+	tiertest.Want401(t, tiertest.Call(h, "Authorization", "bearer nope"), "invalid_api_key")
+	tiertest.Want401(t, tiertest.Call(h, "X-API-Key", "off"), "invalid_api_key")
+	tiertest.Want401(t, tiertest.Call(h, "X-API-Key", strings.Repeat("k", 257)), "invalid_api_key")
 	if src.n != 3 {
 		t.Fatalf("%d lookups, want 3 (an over-long key is refused unread)", src.n)
 	}
-	if p := problemOf(t, call(h)); p.Type != tierhttp.ProblemAPIKeyRequired || !strings.Contains(p.Detail, "X-API-Key") {
+	if p := tiertest.ProblemOf(t, tiertest.Call(h)); p.Type != tierhttp.ProblemAPIKeyRequired || !strings.Contains(p.Detail, "X-API-Key") {
 		t.Fatalf("default problem %+v", p)
 	}
 
-	custom := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{Header: "Authorization", ProblemTypeBase: "https://api.example/problems/"}), 1e6, floodgate.FailClosed)
-	rec := call(custom, "X-API-Key", "pro-1") // that header is not read now
-	if p := problemOf(t, rec); rec.Code != 401 || p.Type != "https://api.example/problems/api_key_required" || strings.Contains(p.Detail, "X-API-Key") {
+	custom := tiertest.API(t, tierhttp.Plan(src, tierhttp.PlanOptions{Header: "Authorization", ProblemTypeBase: "https://api.example/problems/"}), 1e6, floodgate.FailClosed)
+	rec := tiertest.Call(custom, "X-API-Key", "pro-1") // that header is not read now
+	if p := tiertest.ProblemOf(t, rec); rec.Code != 401 || p.Type != "https://api.example/problems/api_key_required" || strings.Contains(p.Detail, "X-API-Key") {
 		t.Fatalf("Authorization only: %d %+v", rec.Code, p)
 	}
-	if c := call(custom, "Authorization", "Bearer pro-1").Code; c != 200 {
+	if c := tiertest.Call(custom, "Authorization", "Bearer pro-1").Code; c != 200 {
 		t.Fatalf("bearer: %d", c)
 	}
 }
 
 func TestPlanIPGuardFirst(t *testing.T) {
 	src := &countingSource{Source: staticTiers(t)}
-	h := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 5, floodgate.FailClosed)
+	h := tiertest.API(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 5, floodgate.FailClosed)
 	for i := range 5 {
-		want401(t, call(h, "X-API-Key", "guess-"+string(rune('a'+i))), "invalid_api_key")
+		tiertest.Want401(t, tiertest.Call(h, "X-API-Key", "guess-"+string(rune('a'+i))), "invalid_api_key")
 	}
 	for i := range 20 {
-		if c := call(h, "X-API-Key", "guess-"+string(rune('f'+i))).Code; c != 429 {
+		if c := tiertest.Call(h, "X-API-Key", "guess-"+string(rune('f'+i))).Code; c != 429 {
 			t.Fatalf("guess %d past the IP guard: %d, want 429", i, c)
 		}
 	}
@@ -121,8 +122,8 @@ func TestPlanIPGuardFirst(t *testing.T) {
 
 func TestPlanPartition(t *testing.T) {
 	src := staticTiers(t)
-	byKey := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{Partition: tierhttp.ByKey}), 1e6, floodgate.FailClosed)
-	if a, b := codes(byKey, "free-1", 11), codes(byKey, "free-2", 11); a[200] != 10 || b[200] != 10 {
+	byKey := tiertest.API(t, tierhttp.Plan(src, tierhttp.PlanOptions{Partition: tierhttp.ByKey}), 1e6, floodgate.FailClosed)
+	if a, b := tiertest.Codes(byKey, "free-1", 11), tiertest.Codes(byKey, "free-2", 11); a[200] != 10 || b[200] != 10 {
 		t.Fatalf("per key: %v %v, want 10 passes each", a, b)
 	}
 
@@ -151,14 +152,14 @@ func (downSource) Lookup(context.Context, tier.Hash) (tier.Entry, error) {
 
 func TestPlanSourceFailure(t *testing.T) {
 	var src downSource
-	closed := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
-	if rec := call(closed, "X-API-Key", "k"); rec.Code != 503 || !strings.Contains(rec.Body.String(), `API key database unavailable for rule`) {
+	closed := tiertest.API(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailClosed)
+	if rec := tiertest.Call(closed, "X-API-Key", "k"); rec.Code != 503 || !strings.Contains(rec.Body.String(), `API key database unavailable for rule`) {
 		t.Fatalf("fail-closed: %d %s, want 503 naming the API key database", rec.Code, rec.Body)
 	}
-	open := api(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailOpen)
-	if rec := call(open, "X-API-Key", "k"); rec.Code != 200 {
+	open := tiertest.API(t, tierhttp.Plan(src, tierhttp.PlanOptions{}), 1e6, floodgate.FailOpen)
+	if rec := tiertest.Call(open, "X-API-Key", "k"); rec.Code != 200 {
 		t.Fatalf("fail-open: %d, want 200", rec.Code)
 	}
 	// A missing key is refused whatever the source's state.
-	want401(t, call(open), "api_key_required")
+	tiertest.Want401(t, tiertest.Call(open), "api_key_required")
 }

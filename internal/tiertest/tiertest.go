@@ -1,4 +1,7 @@
-package tierhttp_test
+// Package tiertest holds what the tests of API-key tiers share (packages
+// tier and tierhttp): a SaaS API behind an IP guard and a tier plan, and
+// helpers to call it and read its refusals.
+package tiertest
 
 import (
 	"encoding/json"
@@ -17,19 +20,20 @@ import (
 	"github.com/floodgate/floodgate/memorystore"
 )
 
-func perMinute(name string, quota int64) floodgate.Policy {
+// PerMinute is a sliding-window-counter policy of quota per minute.
+func PerMinute(name string, quota int64) floodgate.Policy {
 	return floodgate.Policy{Name: name, Algorithm: floodgate.SlidingWindowCounter, Quota: quota, Window: time.Minute}
 }
 
-// api builds the middleware of a SaaS API: an IP guard of guard requests
+// API builds the middleware of a SaaS API: an IP guard of guard requests
 // per minute, then the tier of the request's API key.
-func api(t testing.TB, plan func(*http.Request) (engine.Plan, error), guard int64, mode floodgate.FailureMode) http.Handler {
+func API(t testing.TB, plan func(*http.Request) (engine.Plan, error), guard int64, mode floodgate.FailureMode) http.Handler {
 	t.Helper()
 	store := memorystore.New()
 	t.Cleanup(func() { store.Close() })
 	mw, err := httplimit.New(httplimit.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Rules: []httplimit.Rule{{
 		Pattern:     "/api/",
-		Policies:    []floodgate.Policy{perMinute("ip-guard", guard)},
+		Policies:    []floodgate.Policy{PerMinute("ip-guard", guard)},
 		Plan:        plan,
 		FailureMode: mode,
 	}}})
@@ -39,8 +43,8 @@ func api(t testing.TB, plan func(*http.Request) (engine.Plan, error), guard int6
 	return mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 }
 
-// call sends GET /api/items with the given header pairs from one client.
-func call(h http.Handler, kv ...string) *httptest.ResponseRecorder {
+// Call sends GET /api/items with the given header pairs from one client.
+func Call(h http.Handler, kv ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest("GET", "/api/items", nil)
 	r.RemoteAddr = "192.0.2.7:40000"
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -51,17 +55,17 @@ func call(h http.Handler, kv ...string) *httptest.ResponseRecorder {
 	return rec
 }
 
-// codes sends n requests with key and returns the status counts.
-func codes(h http.Handler, key string, n int) map[int]int {
+// Codes sends n requests with key and returns the status counts.
+func Codes(h http.Handler, key string, n int) map[int]int {
 	out := map[int]int{}
 	for range n {
-		out[call(h, "X-API-Key", key).Code]++
+		out[Call(h, "X-API-Key", key).Code]++
 	}
 	return out
 }
 
-// problemOf decodes a problem+json response, failing on any other type.
-func problemOf(t *testing.T, rec *httptest.ResponseRecorder) header.Problem {
+// ProblemOf decodes a problem+json response, failing on any other type.
+func ProblemOf(t testing.TB, rec *httptest.ResponseRecorder) header.Problem {
 	t.Helper()
 	if ct := rec.Header().Get("Content-Type"); ct != header.ProblemContentType {
 		t.Fatalf("Content-Type %q, want %q (body %q)", ct, header.ProblemContentType, rec.Body)
@@ -73,13 +77,13 @@ func problemOf(t *testing.T, rec *httptest.ResponseRecorder) header.Problem {
 	return p
 }
 
-// want401 checks a 401 problem whose type ends in code.
-func want401(t *testing.T, rec *httptest.ResponseRecorder, code string) {
+// Want401 checks a 401 problem whose type ends in code.
+func Want401(t testing.TB, rec *httptest.ResponseRecorder, code string) {
 	t.Helper()
 	if rec.Code != 401 {
 		t.Fatalf("status %d, want 401 %s (body %q)", rec.Code, code, rec.Body)
 	}
-	p := problemOf(t, rec)
+	p := ProblemOf(t, rec)
 	if !strings.HasSuffix(p.Type, ":"+code) || p.Status != 401 || p.Title == "" || p.Detail == "" {
 		t.Fatalf("problem %+v, want type …:%s, status 401, a title and a detail", p, code)
 	}
