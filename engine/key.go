@@ -11,13 +11,13 @@ import (
 // key costs more than MaxKeyBytes.
 const MaxKeyBytes = 256
 
-// BoundKey returns key, or for a key longer than MaxKeyBytes "#" and the
-// 64 hex digits of its SHA-256 (65 bytes). Distinct long keys keep
-// distinct counters; a short key never starts with "#" and 64 hex digits
-// by accident unless a client chose it to, and then it only shares the
-// counter of the long key it names.
+// BoundKey returns key, or for a key longer than MaxKeyBytes, or one
+// starting with "#", "#" and the 64 hex digits of its SHA-256 (65 bytes).
+// Distinct long keys keep distinct counters, and since every key that
+// starts with "#" is hashed, no key sent as it is can name another's
+// digest and share its counter.
 func BoundKey(key string) string {
-	if len(key) <= MaxKeyBytes {
+	if len(key) <= MaxKeyBytes && (key == "" || key[0] != '#') {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))

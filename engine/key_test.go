@@ -62,3 +62,16 @@ func TestLongKeysBounded(t *testing.T) {
 		t.Fatalf("after reset: %v", out.Verdict)
 	}
 }
+
+// TestBoundKeyNoCollision: a key sent as another long key's digest is
+// hashed again, so it cannot share that key's counter.
+func TestBoundKeyNoCollision(t *testing.T) {
+	long := strings.Repeat("k", 10_000)
+	digest := engine.BoundKey(long)
+	if got := engine.BoundKey(digest); got == digest {
+		t.Fatalf("the digest %q sent as a key maps to itself", digest)
+	}
+	if got := engine.BoundKey("user-42"); got != "user-42" {
+		t.Fatalf("a short key changed: %q", got)
+	}
+}
