@@ -20,8 +20,9 @@ type refusalLog struct {
 	every time.Duration
 	now   func() time.Time
 
-	mu   sync.Mutex
-	keys map[string]*refusals
+	mu    sync.Mutex
+	keys  map[string]*refusals
+	swept time.Time // the last sweep: at most one per interval
 }
 
 type refusals struct {
@@ -51,8 +52,11 @@ func (l *refusalLog) admit(rule, key string) (suppressed int64, ok bool) {
 	defer l.mu.Unlock()
 	e := l.keys[k]
 	if e == nil {
-		if len(l.keys) >= maxRefusalKeys {
+		if len(l.keys) >= maxRefusalKeys && now.Sub(l.swept) >= l.every {
+			// Once per interval: a flood of new keys on a full map must not
+			// walk it under the lock for every refusal.
 			l.sweep(now)
+			l.swept = now
 		}
 		if len(l.keys) >= maxRefusalKeys {
 			k = rule + "\x00" // too many keys at once: one record for the others
