@@ -207,7 +207,6 @@ func (c *Compiled) Decide(ctx context.Context, req Request) Outcome {
 	req.Key = BoundKey(req.Key)
 	out := Outcome{Summary: -1}
 	var latency time.Duration
-	timed := c.e.observer != nil
 	if b := c.e.blocker; b != nil {
 		if ra, blocked := b.Blocked(c.name, req.Key); blocked {
 			out.Verdict, out.RetryAfter = Blocked, ra
@@ -219,7 +218,7 @@ func (c *Compiled) Decide(ctx context.Context, req Request) Outcome {
 		}
 	}
 	if c.static != nil {
-		latency += c.step(ctx, &out, c.static, req.Key, req.Cost, timed)
+		latency += c.step(ctx, &out, c.static, req.Key, req.Cost)
 	}
 	if req.Plan != nil && out.Verdict == Allowed {
 		latency += c.plan(ctx, &out, req)
@@ -267,7 +266,7 @@ func (c *Compiled) plan(ctx context.Context, out *Outcome, req Request) time.Dur
 	if key == "" {
 		key = req.Key
 	}
-	return c.step(ctx, out, s, key, req.Cost, c.e.observer != nil)
+	return c.step(ctx, out, s, key, req.Cost)
 }
 
 func (c *Compiled) report(out *Outcome, key string, latency time.Duration, shadowDenied bool) {
@@ -288,8 +287,9 @@ func (c *Compiled) report(out *Outcome, key string, latency time.Duration, shado
 }
 
 // step decides one set for key into out: its caps, then its rates. It
-// returns the time spent in the store when timed.
-func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, cost floodgate.Cost, timed bool) time.Duration {
+// returns the time spent in the store, measured only for an Observer.
+func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, cost floodgate.Cost) time.Duration {
+	timed := c.e.observer != nil
 	lim := s
 	if c.e.capacity != nil && s.limiter != nil {
 		lim = c.reduced(s) // its lowered quotas are the ones in force (draft-11 §5)
