@@ -14,7 +14,8 @@ ARG GO_VERSION=1.26
 FROM golang:${GO_VERSION} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN go mod download
+COPY cmd/floodgate/go.mod cmd/floodgate/go.sum cmd/floodgate/
+RUN cd cmd/floodgate && go mod download
 COPY . .
 ARG VERSION="" COMMIT="" DATE=""
 # The same script as make build, so the image runs the binary that

@@ -8,7 +8,7 @@ IMAGE   ?= floodgate:dev
 .PHONY: run build image test test-go test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
 
 run:
-	$(GO) run ./cmd/floodgate serve -c $(CONFIG)
+	$(GO) -C cmd/floodgate run . serve -c $(abspath $(CONFIG))
 
 # A static binary (CGO off, -trimpath) with the version, commit and date
 # that `floodgate version` prints; scripts/build.sh holds the flags, which
@@ -35,6 +35,8 @@ test:
 	exit $$status
 
 # go.mod and go.sum of every module must be tidy (scripts/tidy-check.sh).
+# The library (the root module) and the daemon (cmd/floodgate, a module of
+# its own: docs/ARCHITECTURE.md, "Modules") run with the race detector.
 # The memory-per-key requirement is measured without the race detector,
 # which skews heap figures; the bench module's one test checks that the
 # peers are configured to the same limit, and its benchmarks compile.
@@ -44,6 +46,8 @@ test-go:
 	@status=0; \
 	GO=$(GO) scripts/tidy-check.sh || status=1; \
 	(. /tmp/floodgate-test/env && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
+	(. /tmp/floodgate-test/env && cd cmd/floodgate && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
+	(cd examples/chi && $(GO) vet ./... && $(GO) test -count=1 ./...) || status=1; \
 	$(GO) test -count=1 -run '^TestMemoryPerKey$$' ./memorystore || status=1; \
 	(cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^TestSameLimit$$' ./...) || status=1; \
 	$(MAKE) --no-print-directory test-deploy || status=1; \
@@ -56,10 +60,12 @@ STRESS_RUNS ?= 3
 test-stress:
 	scripts/test-stress.sh $(STRESS_RUNS)
 
-# The ways to install and run it: the static binary in an empty root (what
+# The ways to install and run it: `go install …@latest` from a release
+# played into a scratch copy, the static binary in an empty root (what
 # the image holds), the Kubernetes manifests, compose file and container
 # configuration (deploy/ module), the systemd unit, and the Caddy example.
 test-deploy:
+	scripts/install-test.sh
 	scripts/emptyroot-test.sh
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	scripts/systemd-test.sh

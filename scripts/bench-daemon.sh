@@ -47,12 +47,12 @@ cleanup() {
 trap cleanup EXIT
 
 echo "building..." >&2
-go build -o "$work/floodgate" ./cmd/floodgate
-(cd bench && go test -c -o "$work/bench.test" .)
+go -C cmd/floodgate build -o "$work/floodgate" .
+go -C cmd/floodgate test -c -o "$work/server.test" ./server   # the helper processes
 
-FG_BENCH_UPSTREAM=$up "$work/bench.test" -test.run '^TestHelperUpstream$' >/dev/null 2>&1 & pids+=($!)
+FG_BENCH_UPSTREAM=$up "$work/server.test" -test.run '^TestHelperUpstream$' >/dev/null 2>&1 & pids+=($!)
 uppid=$!
-FG_BENCH_PROXY=$plain FG_BENCH_PROXY_UPSTREAM=$up "$work/bench.test" -test.run '^TestHelperPlainProxy$' >/dev/null 2>&1 & pids+=($!)
+FG_BENCH_PROXY=$plain FG_BENCH_PROXY_UPSTREAM=$up "$work/server.test" -test.run '^TestHelperPlainProxy$' >/dev/null 2>&1 & pids+=($!)
 
 policies='policies:
   roomy: {algorithm: gcra, quota: 1000000000, window: 1s}'

@@ -39,7 +39,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-go build -o "$work/floodgate" ./cmd/floodgate
+go -C cmd/floodgate build -o "$work/floodgate" .
 (cd bench && go build -o "$work/rlsload" ./cmd/rlsload)
 
 suffix=$(date +%s)

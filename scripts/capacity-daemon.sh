@@ -20,7 +20,7 @@ command -v wrk >/dev/null || die "wrk is not installed: run scripts/services-up.
 work=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-go build -o "$work/floodgate" ./cmd/floodgate
+go -C cmd/floodgate build -o "$work/floodgate" .
 
 if [[ -n ${CLUSTER:-} ]]; then
   seeds=$(tr , '\n' <<<"$CLUSTER" | sed 's/.*/"&"/' | paste -sd, -)

@@ -69,7 +69,7 @@ policies:
 rules:
   - {name: all, match: /, policies: wide}
 EOF
-	(cd "$root" && go build -o "$work/floodgate" ./cmd/floodgate)
+	(cd "$root" && go -C cmd/floodgate build -o "$work/floodgate" .)
 	"$work/floodgate" serve -c "$work/floodgate.yaml" 2>"$work/daemon.log" &
 	pids+=("$!")
 	for _ in $(seq 500); do

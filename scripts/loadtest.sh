@@ -19,7 +19,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-go build -o "$work/floodgate" ./cmd/floodgate
+go -C cmd/floodgate build -o "$work/floodgate" .
 if (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; then
   echo "loadtest: 127.0.0.1:8080 is taken (is make run up?); stop it first, or this would load-test that process" >&2
   exit 1

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Fails when go.mod or go.sum of the module, or of the bench and deploy
-# modules beside it, is not what `go mod tidy` would write: a requirement
+# Fails when go.mod or go.sum of the library's module, or of the daemon's,
+# bench, deploy and chi example modules beside it, is not what `go mod tidy` would write: a requirement
 # nothing imports, a direct one marked indirect, a missing checksum. Prints
 # the difference and the command that fixes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 status=0
-for dir in . bench deploy; do
+for dir in . cmd/floodgate bench deploy examples/chi; do
   if ! diff=$(cd "$dir" && "$GO" mod tidy -diff 2>&1); then
     echo "$dir/go.mod or go.sum is not tidy; run (cd $dir && go mod tidy):" >&2
     echo "$diff" >&2

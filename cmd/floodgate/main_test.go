@@ -121,13 +121,13 @@ func startDaemon(t *testing.T, yaml string, waitFor string, args ...string) *dae
 }
 
 func TestValidateCommand(t *testing.T) {
-	out, err := exec.Command(binary, "validate", "-c", "../../config/testdata/bad.yaml").CombinedOutput()
+	out, err := exec.Command(binary, "validate", "-c", "config/testdata/bad.yaml").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 12 || lines[11] != "11 error(s)" ||
-		lines[0] != `../../config/testdata/bad.yaml:3: gateway.upstream: want an http:// or https:// URL with a host, or "demo"; got "ftp://example.com"` {
+		lines[0] != `config/testdata/bad.yaml:3: gateway.upstream: want an http:// or https:// URL with a host, or "demo"; got "ftp://example.com"` {
 		t.Errorf("output:\n%s", out)
 	}
 	out, err = exec.Command(binary, "validate", "-c", "../../examples/quickstart.yaml").CombinedOutput()

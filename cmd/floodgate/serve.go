@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/floodgate/floodgate/config"
-	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/server"
 )
 
 func newServe() *cobra.Command {

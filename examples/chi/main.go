@@ -1,7 +1,7 @@
 // Command chi uses Floodgate as chi middleware: writes are limited more
 // tightly than reads, writes per client IP and route, reads per client IP.
 //
-//	go run ./examples/chi
+//	cd examples/chi && go run .
 //	curl -i -X POST localhost:8080/articles
 package main
 

@@ -18,7 +18,7 @@ const (
 	maxFileLines = 500
 )
 
-var sized = []string{"config", "server", "engine", "httplimit", "pattern", "tierhttp"}
+var sized = []string{daemon + "/config", daemon + "/server", "engine", "httplimit", "pattern", "tierhttp"}
 
 // TestSizes: no function of the sized packages over maxFuncLines, no file
 // over maxFileLines (tests excepted).

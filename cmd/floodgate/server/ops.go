@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/ops/admin"
 	"github.com/floodgate/floodgate/ops/detect"

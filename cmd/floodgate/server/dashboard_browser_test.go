@@ -1,4 +1,4 @@
-package admin_test
+package server_test
 
 import (
 	"context"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/clientip"
-	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 )

@@ -1,4 +1,4 @@
-package bench
+package server_test
 
 // The daemon's overhead over HTTP on loopback (docs/BENCHMARKS.md,
 // "Daemon"). BenchmarkDaemonGateway compares a plain
@@ -7,7 +7,7 @@ package bench
 // upstream, through the same client; BenchmarkDaemonCheck times POST
 // /v1/check on the memory store and, with FLOODGATE_TEST_REDIS, on Redis.
 //
-//	cd bench && go test -run '^$' -bench '^BenchmarkDaemon' -benchtime 3s -count 3
+//	cd cmd/floodgate && go test -run '^$' -bench '^BenchmarkDaemon' -benchtime 3s -count 3 ./server
 //
 // The wrk figures (separate processes, 64 connections) come from
 // scripts/bench-daemon.sh, which also runs this file's helper processes:
@@ -30,8 +30,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/config"
-	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/server"
 )
 
 const daemonConcurrency = 64

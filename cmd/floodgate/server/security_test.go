@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/internal/testkit"
 )
 

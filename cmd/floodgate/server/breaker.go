@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 )
 
 // newBreaker is the one breaker in front of the store, shared by every

@@ -90,7 +90,7 @@ func TestLoadGoodFillsDefaults(t *testing.T) {
 }
 
 func TestQuickstartIsValid(t *testing.T) {
-	c, err := Load("../examples/quickstart.yaml")
+	c, err := Load("../../../examples/quickstart.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestManyAliases(t *testing.T) {
 // FuzzLoad feeds arbitrary files to the loader: it must never panic, and a
 // file it accepts must yield policies that floodgate accepts too.
 func FuzzLoad(f *testing.F) {
-	for _, name := range []string{"testdata/good.yaml", "testdata/bad.yaml", "../examples/quickstart.yaml"} {
+	for _, name := range []string{"testdata/good.yaml", "testdata/bad.yaml", "../../../examples/quickstart.yaml"} {
 		if b, err := os.ReadFile(name); err == nil {
 			f.Add(b)
 		}
@@ -332,8 +332,8 @@ func FuzzLoad(f *testing.F) {
 func TestExamplesAreValid(t *testing.T) {
 	t.Setenv("FLOODGATE_ADMIN_TOKEN", "t")
 	t.Setenv("REDIS_PASSWORD", "p")
-	files, _ := filepath.Glob("../examples/*.yaml")
-	more, _ := filepath.Glob("../examples/*/floodgate.yaml")
+	files, _ := filepath.Glob("../../../examples/*.yaml")
+	more, _ := filepath.Glob("../../../examples/*/floodgate.yaml")
 	files = append(files, more...)
 	if len(files) < 5 {
 		t.Fatalf("found only %v", files)
@@ -362,7 +362,7 @@ func TestRuleOrderAccepted(t *testing.T) {
 // TestEnvoyExample: examples/envoy/floodgate.yaml is valid, and reads its
 // envoy_rls directory relative to itself.
 func TestEnvoyExample(t *testing.T) {
-	cfg, err := Load("../examples/envoy/floodgate.yaml")
+	cfg, err := Load("../../../examples/envoy/floodgate.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
-	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/envoyrls"
 	"github.com/floodgate/floodgate/header"

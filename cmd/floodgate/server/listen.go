@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 )
 
 // listen opens one listener as listeners says: at most MaxConnections

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/httplimit"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/metrics"
 )
