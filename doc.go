@@ -5,7 +5,10 @@
 // of a request at once, all or nothing, through a Store (package
 // memorystore in one process, redisstore across many).
 //
-//	store := memorystore.New()
+//	store, err := memorystore.New()
+//	if err != nil {
+//		log.Fatal(err) // an invalid option
+//	}
 //	defer store.Close()
 //	limiter, err := floodgate.NewLimiter(store, []floodgate.Policy{
 //		{Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute},

@@ -14,7 +14,10 @@ import (
 // Wait paces calls to an upstream that allows 5 per second, one at a time,
 // and refuses at once a call that could not start before its deadline.
 func ExampleLimiter_Wait() {
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	limiter, err := floodgate.NewLimiter(store, []floodgate.Policy{
 		{Name: "upstream", Algorithm: floodgate.GCRA, Quota: 5, Window: time.Second, Burst: 1},
@@ -43,10 +46,17 @@ func ExampleLimiter_Wait() {
 // fallback, which means fail-to-local, beside a failure mode saying
 // fail-open.
 func ExampleNewLimiter_options() {
-	store, local := memorystore.New(), memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	local, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	defer local.Close()
-	_, err := floodgate.NewLimiter(store, []floodgate.Policy{
+	_, err = floodgate.NewLimiter(store, []floodgate.Policy{
 		{Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute},
 	}, floodgate.WithLocalFallback(local, 0.5), floodgate.WithFailureMode(floodgate.FailOpen))
 	fmt.Println(errors.Is(err, floodgate.ErrInvalidOption))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -12,13 +13,13 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/storetest"
 )
 
 func newMemory(t *testing.T, now func() time.Time) *memorystore.Store {
-	st := memorystore.New(memorystore.WithClock(now))
-	t.Cleanup(func() { st.Close() })
+	st := testkit.Memory(t, memorystore.WithClock(now))
 	return st
 }
 
@@ -203,7 +204,10 @@ func TestFailureModes(t *testing.T) {
 }
 
 func ExampleLimiter() {
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	limiter, err := floodgate.NewLimiter(store, []floodgate.Policy{
 		{Name: "burst", Algorithm: floodgate.TokenBucket, Quota: 5, Window: time.Second},

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 	sethvargomem "github.com/sethvargo/go-limiter/memorystore"
 	ulule "github.com/ulule/limiter/v3"
 	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
@@ -52,7 +52,7 @@ func policy(a floodgate.Algorithm) []floodgate.Policy {
 // slice: the hot-path API, which the HTTP middleware uses.
 func floodgateStore(a floodgate.Algorithm) func(testing.TB) (func() takeFunc, func()) {
 	return func(tb testing.TB) (func() takeFunc, func()) {
-		st := memorystore.New()
+		st := testkit.Memory(tb)
 		policies := policy(a)
 		ctx := context.Background()
 		return func() takeFunc {
@@ -70,7 +70,7 @@ func floodgateStore(a floodgate.Algorithm) func(testing.TB) (func() takeFunc, fu
 // floodgateLimiter calls floodgate.Limiter.Take, which builds a Decision.
 func floodgateLimiter(a floodgate.Algorithm) func(testing.TB) (func() takeFunc, func()) {
 	return func(tb testing.TB) (func() takeFunc, func()) {
-		st := memorystore.New()
+		st := testkit.Memory(tb)
 		l, err := floodgate.NewLimiter(st, policy(a))
 		if err != nil {
 			tb.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/engine"
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/ulule/limiter/v3"
 	ulstdlib "github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	ulmemory "github.com/ulule/limiter/v3/drivers/store/memory"
@@ -29,8 +29,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		reqs[i].RemoteAddr = fmt.Sprintf("10.0.%d.%d:40000", i/256, i%256)
 	}
 
-	store := memorystore.New()
-	defer store.Close()
+	store := testkit.Memory(b)
 	newFloodgate := func(style engine.HeaderStyle) http.Handler {
 		h, err := Floodgate(store, style, 1e6, trivial)
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/tier"
 	"github.com/floodgate/floodgate/tierhttp"
 )
@@ -44,8 +44,7 @@ func tierWorkload(tb testing.TB) (reqs []*http.Request, static, tiered http.Hand
 	}
 	cache := tier.NewCache(src, tier.CacheOptions{TTL: time.Hour})
 
-	store := memorystore.New()
-	tb.Cleanup(func() { store.Close() })
+	store := testkit.Memory(tb)
 	build := func(rule httplimit.Rule) http.Handler {
 		mw, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{rule}})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -45,8 +46,7 @@ func runE2E(t *testing.T, n int, quota int64, window time.Duration, alg floodgat
 	} else {
 		opts = append([]Option{WithLogger(quiet)}, opts...)
 	}
-	store := memorystore.New(storeOpts...)
-	defer store.Close()
+	store := testkit.Memory(t, storeOpts...)
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  store,
 		Rules:  []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{{Name: "api", Algorithm: alg, Quota: quota, Window: window}}}},

@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -44,8 +45,7 @@ type limited struct {
 }
 
 func newLimited(t *testing.T, clock *fakeClock, p floodgate.Policy, end time.Time) *limited {
-	st := memorystore.New(memorystore.WithClock(clock.Now))
-	t.Cleanup(func() { st.Close() })
+	st := testkit.Memory(t, memorystore.WithClock(clock.Now))
 	mw, err := httplimit.New(httplimit.Config{
 		Store: st, Now: clock.Now, Logger: quiet,
 		Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{p}, Key: []httplimit.KeyPart{httplimit.Literal("k")}}},

@@ -18,7 +18,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // refuseOnce answers the first request with 429 and the given header
@@ -420,8 +420,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 func TestProbeOutput(t *testing.T) {
-	store := memorystore.New()
-	defer store.Close()
+	store := testkit.Memory(t)
 	mw, err := httplimit.New(httplimit.Config{Store: store, Logger: quiet,
 		Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 10, Window: 10 * time.Second}}}}})
 	if err != nil {

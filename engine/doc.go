@@ -13,7 +13,8 @@
 // into an admission; releases what it took when the request is refused;
 // and reports one Event to the Observer.
 //
-//	eng, _ := engine.New(engine.Config{Store: memorystore.New()})
+//	store, _ := memorystore.New()
+//	eng, _ := engine.New(engine.Config{Store: store})
 //	login, _ := eng.Compile(engine.Rule{Name: "login", Policies: policies})
 //	out := login.Decide(ctx, engine.Request{Key: clientIP, Cost: floodgate.Cost{Requests: 1}})
 //	defer out.Release()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/storetest"
 )
@@ -75,8 +76,7 @@ func (c *fakeClock) asleep() int {
 // in no particular order.)
 func TestThrottleArrivalOrder(t *testing.T) {
 	clock := newFakeClock()
-	st := memorystore.New(memorystore.WithClock(clock.Now))
-	defer st.Close()
+	st := testkit.Memory(t, memorystore.WithClock(clock.Now))
 	eng, err := engine.New(engine.Config{Store: st, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +135,7 @@ func TestThrottleArrivalOrder(t *testing.T) {
 // TestRefusalReleasesSlots: a request the rates refuse gives back the
 // slot it took first, and one the cap refuses spends no rate.
 func TestRefusalReleasesSlots(t *testing.T) {
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	eng, _ := engine.New(engine.Config{Store: st})
 	rule, err := eng.Compile(engine.Rule{Name: "r",
 		Policies:    []floodgate.Policy{{Name: "rate", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Hour}},
@@ -168,8 +167,7 @@ func TestRefusalReleasesSlots(t *testing.T) {
 
 // TestCompileErrors: what Compile refuses, each with its reason.
 func TestCompileErrors(t *testing.T) {
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	eng, _ := engine.New(engine.Config{Store: st})
 	p := floodgate.Policy{Name: "p", Algorithm: floodgate.GCRA, Quota: 1, Window: time.Second}
 	for name, r := range map[string]engine.Rule{
@@ -198,7 +196,7 @@ func TestCompileErrors(t *testing.T) {
 func TestThrottleStoreClockBehind(t *testing.T) {
 	clock := newFakeClock()
 	// Behind from the first turn on: the burst at 0 is counted on time.
-	st := memorystore.New(memorystore.WithClock(func() time.Time {
+	st := testkit.Memory(t, memorystore.WithClock(func() time.Time {
 		if now := clock.Now(); now.After(storetest.Epoch) {
 			return now.Add(-time.Millisecond)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -31,8 +32,7 @@ func (k *keyLengths) Take(ctx context.Context, key string, cost floodgate.Cost, 
 // MaxKeyBytes, two long keys that differ only at their end keep their own
 // counters, and peek and reset find the counter of a long key.
 func TestLongKeysBounded(t *testing.T) {
-	mem := memorystore.New()
-	t.Cleanup(func() { mem.Close() })
+	mem := testkit.Memory(t)
 	st := &keyLengths{Store: mem}
 	eng, err := engine.New(engine.Config{Store: st})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -26,7 +27,7 @@ func compile(t *testing.T, e *engine.Engine, name string, quota int64, mode engi
 func TestDecideAllSpendsNothingWhenOneRefuses(t *testing.T) {
 	now := time.Date(2031, 1, 1, 0, 10, 0, 0, time.UTC)
 	var seen events
-	e, err := engine.New(engine.Config{Store: memorystore.New(memorystore.WithClock(func() time.Time { return now })), Observer: &seen})
+	e, err := engine.New(engine.Config{Store: testkit.Memory(t, memorystore.WithClock(func() time.Time { return now })), Observer: &seen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestDecideAllSpendsNothingWhenOneRefuses(t *testing.T) {
 
 func TestDecideAllCostAboveRemaining(t *testing.T) {
 	now := time.Date(2031, 1, 1, 0, 10, 0, 0, time.UTC)
-	e, _ := engine.New(engine.Config{Store: memorystore.New(memorystore.WithClock(func() time.Time { return now }))})
+	e, _ := engine.New(engine.Config{Store: testkit.Memory(t, memorystore.WithClock(func() time.Time { return now }))})
 	a, b := compile(t, e, "a", 10, engine.Enforce), compile(t, e, "b", 3, engine.Enforce)
 	ctx := context.Background()
 	cost := floodgate.Cost{Requests: 2}
@@ -85,7 +86,7 @@ func TestDecideAllCostAboveRemaining(t *testing.T) {
 // descriptor sent four times) must fit together; a request they do not
 // fit together spends nothing.
 func TestDecideAllOneCounterTwice(t *testing.T) {
-	e, err := engine.New(engine.Config{Store: memorystore.New()})
+	e, err := engine.New(engine.Config{Store: testkit.Memory(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 func writeFile(t *testing.T, name, content string) {
@@ -97,7 +97,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: v*\n    rate_limit: {window: 1ms, requests_per_unit: 4294967295, algorithm: gcra}\n"))
 	f.Add([]byte("domain: d\ndescriptors: [{key: k, descriptors: [{key: j, rate_limit: {unit: year, unit_multiplier: 4294967295, requests_per_unit: 1}}]}]"))
-	eng, err := engine.New(engine.Config{Store: memorystore.New()})
+	eng, err := engine.New(engine.Config{Store: testkit.Memory(f)})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(engine.Config{Store: memorystore.New(), Local: memorystore.New()})
+	eng, err := engine.New(engine.Config{Store: testkit.Memory(t), Local: testkit.Memory(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,8 +55,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, f *fixture)) {
 	t.Run("memory", func(t *testing.T) {
 		f := &fixture{}
 		f.now.Store(start.UnixNano())
-		m := memorystore.New(memorystore.WithClock(f.clock))
-		t.Cleanup(func() { m.Close() })
+		m := testkit.Memory(t, memorystore.WithClock(f.clock))
 		f.serve(t, m, Options{})
 		fn(t, f)
 	})
@@ -351,7 +350,7 @@ func counter(t *testing.T, reg *prometheus.Registry, reason, domain string) floa
 func TestBadInput(t *testing.T) {
 	f := &fixture{}
 	f.now.Store(start.UnixNano())
-	f.serve(t, memorystore.New(memorystore.WithClock(f.clock)), Options{})
+	f.serve(t, testkit.Memory(t, memorystore.WithClock(f.clock)), Options{})
 	many := make([]*commonv3.RateLimitDescriptor, 10_000)
 	for i := range many {
 		many[i] = desc(fmt.Sprintf("client=c%d", i))
@@ -377,7 +376,7 @@ func TestBadInput(t *testing.T) {
 func TestResponseHeaders(t *testing.T) {
 	f := &fixture{}
 	f.now.Store(start.UnixNano())
-	f.serve(t, memorystore.New(memorystore.WithClock(f.clock)), Options{Fields: engine.Fields{Style: engine.Draft11}})
+	f.serve(t, testkit.Memory(t, memorystore.WithClock(f.clock)), Options{Fields: engine.Fields{Style: engine.Draft11}})
 	resp := f.ask(t, 0, desc("client=a"), desc("path=/api/a"))
 	got := map[string]string{}
 	for _, h := range resp.ResponseHeadersToAdd {

@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/grpclimit"
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -29,8 +30,7 @@ var at = time.Date(2031, 3, 4, 5, 10, 0, 0, time.UTC)
 // behind the interceptors of a rule of quota an hour, keyed by key.
 func serve(t *testing.T, quota int64, key grpclimit.KeyFunc) healthpb.HealthClient {
 	t.Helper()
-	store := memorystore.New(memorystore.WithClock(func() time.Time { return at }))
-	t.Cleanup(func() { store.Close() })
+	store := testkit.Memory(t, memorystore.WithClock(func() time.Time { return at }))
 	eng, err := engine.New(engine.Config{Store: store})
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +177,7 @@ func TestByPeerTrustsForwardedForFromProxiesOnly(t *testing.T) {
 }
 
 func TestClientRetryHonoursRetryInfo(t *testing.T) {
-	store := memorystore.New()
-	t.Cleanup(func() { store.Close() })
+	store := testkit.Memory(t)
 	eng, _ := engine.New(engine.Config{Store: store})
 	rule, err := eng.Compile(engine.Rule{Name: "grpc", Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 20, Window: time.Second, Burst: 1}}})
 	if err != nil {

@@ -43,7 +43,10 @@ func newMux() *http.ServeMux {
 
 // Five logins a minute per client address: the sixth is refused.
 func Example() {
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	mux := newMux()
 
@@ -77,7 +80,10 @@ func Example() {
 // is refused with 401.
 func Example_rules() {
 	mux := newMux()
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	mw, err := httplimit.New(httplimit.Config{
 		Store: store,
@@ -119,7 +125,10 @@ func Example_rules() {
 // write in X-Forwarded-For: two clients behind one balancer get a limit
 // each.
 func Example_behindProxy() {
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	rules := []httplimit.Rule{{Pattern: "POST /login",
 		Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Minute}}}}
@@ -155,7 +164,10 @@ func userID(ctx context.Context) string { s, _ := ctx.Value(userKey{}).(string);
 // An IP limit before authentication, a per-user one after it: guessing
 // credentials is limited before any lookup (K7).
 func Example_beforeAndAfterAuth() {
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	mux := newMux()
 	byIP, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{{Pattern: "/",

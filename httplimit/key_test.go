@@ -12,7 +12,6 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
-	"github.com/floodgate/floodgate/memorystore"
 )
 
 // TestAPIKeyHeaders: APIKey reads the named headers in order,
@@ -75,8 +74,7 @@ func TestMissingKey(t *testing.T) {
 	if a, b := do(t, "GET", refusing.URL, "X-API-Key", "k1"), do(t, "GET", refusing.URL, "X-API-Key", "k1"); a.StatusCode != 200 || b.StatusCode != 429 {
 		t.Fatalf("RefuseMissing, with a key: %d then %d, want 200 then 429", a.StatusCode, b.StatusCode)
 	}
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	if _, err := httplimit.New(httplimit.Config{Store: st, Rules: []httplimit.Rule{rule(7)}}); err == nil {
 		t.Fatal("Missing 7: New accepted it")
 	}

@@ -44,8 +44,7 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Writ
 func serve(t *testing.T, cfg httplimit.Config, h http.Handler) *httptest.Server {
 	t.Helper()
 	if cfg.Store == nil {
-		st := memorystore.New()
-		t.Cleanup(func() { st.Close() })
+		st := testkit.Memory(t)
 		cfg.Store = st
 	}
 	if cfg.Logger == nil {
@@ -123,8 +122,7 @@ func TestLoginV3(t *testing.T) {
 // re-parses with the strict draft-11 parser to what was meant (H3, H4).
 func TestHeadersOn200(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch.Add(15 * time.Second))
-	st := memorystore.New(memorystore.WithClock(clock.Now))
-	defer st.Close()
+	st := testkit.Memory(t, memorystore.WithClock(clock.Now))
 	srv := serve(t, httplimit.Config{Store: st, Now: clock.Now, Rules: []httplimit.Rule{{
 		Pattern: "/api/",
 		Policies: []floodgate.Policy{
@@ -393,8 +391,7 @@ func TestThrottle(t *testing.T) {
 
 	// A deadline of the server's own (here 30 ms, set outside the
 	// middleware) ends the wait too, and its client is told so: a 429.
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
 		{Pattern: "/", Mode: engine.Throttle, MaxDelay: time.Second,
 			Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 2, Window: time.Second, Burst: 1}}},
@@ -426,8 +423,7 @@ func TestThrottle(t *testing.T) {
 // slot's or a plan's (whose source fails only because of the context),
 // and even where store failures fail open.
 func TestContextEndedBeforeDecision(t *testing.T) {
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
 		{Pattern: "/rate", FailureMode: floodgate.FailOpen, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 10, time.Second)}},
 		{Pattern: "/slot", FailureMode: floodgate.FailOpen, Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}},
@@ -562,8 +558,7 @@ func TestSharedPolicyName(t *testing.T) {
 		t.Fatalf("4th request across /a and /b: %d, want 429 (one budget of 3)", resp.StatusCode)
 	}
 
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	bucket := policy("bucket", floodgate.GCRA, 3, time.Minute)
 	full := bucket
 	full.Burst = 3 // the default capacity, written out
@@ -585,8 +580,7 @@ func TestSharedPolicyName(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	for name, cfg := range map[string]httplimit.Config{
 		"bad pattern":     {Store: st, Rules: []httplimit.Rule{{Pattern: "login", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
 		"bad policy":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 0, time.Second)}}}},
@@ -818,8 +812,7 @@ func TestRejectStatus(t *testing.T) {
 // log, once a minute rather than per request; TrustSocketPeers lets a
 // local proxy's X-Forwarded-For name the client instead.
 func TestUnknownClientAddress(t *testing.T) {
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	rule := httplimit.Rule{Pattern: "/", Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}
 	// codes sends one request per X-Forwarded-For value from the socket
 	// peer "@" and returns the statuses.
@@ -856,8 +849,7 @@ func TestUnknownClientAddress(t *testing.T) {
 // style the inner one's fields replace the outer one's, its warning
 // included, so the response does not mix fields of two policies.
 func TestInnerLayerReplacesFields(t *testing.T) {
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	layer := func(p floodgate.Policy) *httplimit.Middleware {
 		mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{p}}}})
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
-	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/redisstore"
 )
 
@@ -86,8 +85,7 @@ func TestDeadRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := []floodgate.Policy{policy("p", floodgate.GCRA, 5, time.Second)}
-	local := memorystore.New()
-	defer local.Close()
+	local := testkit.Memory(t)
 	inflight := []floodgate.Concurrency{{Name: "inflight", Max: 4}}
 	srv := serve(t, httplimit.Config{Store: st, Local: local, Rules: []httplimit.Rule{
 		{Pattern: "/open", Policies: p, FailureMode: floodgate.FailOpen},

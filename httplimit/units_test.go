@@ -9,7 +9,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // TestDeniedSpendsNothingAcrossUnits: a rule with a requests policy (3 per
@@ -20,8 +20,7 @@ import (
 func TestDeniedSpendsNothingAcrossUnits(t *testing.T) {
 	for name, store := range map[string]func(*testing.T) floodgate.Store{
 		"memory": func(t *testing.T) floodgate.Store {
-			st := memorystore.New()
-			t.Cleanup(func() { st.Close() })
+			st := testkit.Memory(t)
 			return st
 		},
 		"redis": func(t *testing.T) floodgate.Store { return redisStore(t) },

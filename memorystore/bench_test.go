@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -46,8 +47,7 @@ func makeKeys(n int) []string {
 // newBenchStore returns a store holding every key in keys (each taken once),
 // closed when the benchmark ends.
 func newBenchStore(b *testing.B, policies []floodgate.Policy, keys []string) *memorystore.Store {
-	st := memorystore.New()
-	b.Cleanup(func() { st.Close() })
+	st := testkit.Memory(b)
 	results := make([]floodgate.Result, len(policies))
 	for _, k := range keys {
 		if err := st.Take(context.Background(), k, one, policies, results); err != nil {

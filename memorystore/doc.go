@@ -14,7 +14,10 @@
 // forgets its usage, which favours that client, so size MaxKeys above the
 // number of clients you expect within a window.
 //
-//	store := memorystore.New()
+//	store, err := memorystore.New() // options: WithMaxKeys, WithShards, WithSweepInterval, WithClock
+//	if err != nil {
+//		log.Fatal(err) // an option out of range
+//	}
 //	defer store.Close()
 //	limiter, err := floodgate.NewLimiter(store, []floodgate.Policy{{
 //		Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -67,7 +68,7 @@ func bytesPerKey(tb testing.TB, policy floodgate.Policy, n int) (float64, *memor
 	policies := []floodgate.Policy{policy}
 	before := heapAlloc()
 	// MaxKeys is well above n: this measures the cost of keys, not eviction.
-	st := memorystore.New(memorystore.WithClock(fixedClock), memorystore.WithSweepInterval(0),
+	st := testkit.Memory(tb, memorystore.WithClock(fixedClock), memorystore.WithSweepInterval(0),
 		memorystore.WithMaxKeys(4*n))
 	fill(tb, st, policies, n)
 	after := heapAlloc()
@@ -110,7 +111,7 @@ func TestMaxKeys(t *testing.T) {
 	}
 	for _, a := range []floodgate.Algorithm{floodgate.GCRA, floodgate.TokenBucket} {
 		t.Run(a.String(), func(t *testing.T) {
-			st := memorystore.New(memorystore.WithClock(fixedClock), memorystore.WithSweepInterval(0),
+			st := testkit.Memory(t, memorystore.WithClock(fixedClock), memorystore.WithSweepInterval(0),
 				memorystore.WithMaxKeys(maxKeys))
 			defer st.Close()
 			fill(t, st, []floodgate.Policy{benchPolicy(a)}, keys)
@@ -135,7 +136,7 @@ func TestMaxKeys(t *testing.T) {
 // may be passed by at most the number of shards, MaxKeys/64 or fewer).
 func TestMaxKeysSmall(t *testing.T) {
 	for _, maxKeys := range []int{1, 10, 100, 1000} {
-		st := memorystore.New(memorystore.WithClock(fixedClock), memorystore.WithSweepInterval(0), memorystore.WithMaxKeys(maxKeys))
+		st := testkit.Memory(t, memorystore.WithClock(fixedClock), memorystore.WithSweepInterval(0), memorystore.WithMaxKeys(maxKeys))
 		fill(t, st, []floodgate.Policy{benchPolicy(floodgate.GCRA)}, 20*maxKeys+300)
 		if n, limit := st.Len(), maxKeys+maxKeys/64; n > limit || n < maxKeys {
 			t.Errorf("MaxKeys %d: Len() = %d after %d keys, want %d..%d", maxKeys, n, 20*maxKeys+300, maxKeys, limit)

@@ -2,6 +2,8 @@ package memorystore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"math/rand/v2"
@@ -65,7 +67,7 @@ type ident struct {
 func (id *ident) is(p *floodgate.Policy) bool { return id.name == p.Name && id.alg == p.Algorithm }
 
 // Option configures a Store.
-type Option func(*config)
+type Option func(*config) error
 
 type config struct {
 	maxKeys int
@@ -74,32 +76,73 @@ type config struct {
 	now     func() time.Time
 }
 
-// WithMaxKeys bounds the number of keys held (default 1,048,576). A new key
-// beyond it evicts one (see Evictions). A new key whose shard holds no key
-// has nothing to evict, so the bound can be passed by at most the number of
-// shards: by default max(1, MaxKeys/64) or fewer (1.6 %).
-func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
+// maxShards bounds WithShards: each shard is a lock and a map, so more
+// than this only costs memory.
+const maxShards = 1 << 16
 
-// WithShards sets the number of shards, rounded up to a power of two
-// (default: MaxKeys/64 rounded down to a power of two, from 1 to 256).
-func WithShards(n int) Option { return func(c *config) { c.shards = n } }
+// WithMaxKeys bounds the number of keys held (default 1,048,576; at least
+// 1). A new key beyond it evicts one (see Evictions). A new key whose shard
+// holds no key has nothing to evict, so the bound can be passed by at most
+// the number of shards: by default max(1, MaxKeys/64) or fewer (1.6 %).
+func WithMaxKeys(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("memorystore: max keys must be at least 1, got %d", n)
+		}
+		c.maxKeys = n
+		return nil
+	}
+}
+
+// WithShards sets the number of shards, from 1 to 65,536, rounded up to a
+// power of two (default: MaxKeys/64 rounded down to a power of two, from 1
+// to 256).
+func WithShards(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > maxShards {
+			return fmt.Errorf("memorystore: shards must be from 1 to %d, got %d", maxShards, n)
+		}
+		c.shards = n
+		return nil
+	}
+}
 
 // WithSweepInterval sets how often expired keys are swept (default 30 s;
 // 0 or less disables the sweeper: expired keys are then treated as new
 // when they return, and dropped only by eviction or Sweep).
-func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.sweep = d } }
+func WithSweepInterval(d time.Duration) Option {
+	return func(c *config) error { c.sweep = d; return nil }
+}
 
 // WithClock sets the store's clock (default time.Now); tests inject one for
 // exact timing. The store reads it with microsecond resolution.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return errors.New("memorystore: nil clock")
+		}
+		c.now = now
+		return nil
+	}
+}
 
-// New returns a Store. Call Close to stop its sweeper.
-func New(opts ...Option) *Store {
+// New returns a Store; call Close to stop its sweeper. Options apply in
+// order, a later one of a kind replacing an earlier one, and do not depend
+// on each other's order.
+//
+// Errors: floodgate.ErrInvalidOption (wrapped) for a nil option or an
+// option out of range.
+func New(opts ...Option) (*Store, error) {
 	c := config{maxKeys: 1 << 20, sweep: 30 * time.Second}
 	for _, o := range opts {
-		o(&c)
+		if o == nil {
+			return nil, fmt.Errorf("%w: memorystore: nil option", floodgate.ErrInvalidOption)
+		}
+		if err := o(&c); err != nil {
+			return nil, fmt.Errorf("%w: %w", floodgate.ErrInvalidOption, err)
+		}
 	}
-	if c.shards <= 0 { // the largest power of two within both bounds
+	if c.shards == 0 { // the largest power of two within both bounds
 		c.shards = 1 << (bits.Len(uint(min(256, max(1, c.maxKeys/64)))) - 1)
 	}
 	n := 1
@@ -110,7 +153,7 @@ func New(opts ...Option) *Store {
 		shards:  make([]shard, n),
 		shift:   uint8(64 - bits.TrailingZeros(uint(n))),
 		seed:    maphash.MakeSeed(),
-		maxKeys: int64(max(1, c.maxKeys)),
+		maxKeys: int64(c.maxKeys),
 		now:     c.now,
 		base:    time.Now(),
 		stop:    make(chan struct{}),
@@ -122,7 +165,7 @@ func New(opts ...Option) *Store {
 	} else {
 		close(s.done)
 	}
-	return s
+	return s, nil
 }
 
 // Close stops the sweeper. The store still answers afterwards.

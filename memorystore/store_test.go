@@ -2,21 +2,23 @@ package memorystore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/storetest"
 )
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, now func() time.Time) floodgate.Store {
-		st := memorystore.New(memorystore.WithClock(now))
-		t.Cleanup(func() { st.Close() })
+		st := testkit.Memory(t, memorystore.WithClock(now))
 		return st
 	})
 }
@@ -24,8 +26,7 @@ func TestConformance(t *testing.T) {
 // TestSlotsConformance: one process needs no leases; release always runs.
 func TestSlotsConformance(t *testing.T) {
 	storetest.RunSlots(t, func(t *testing.T) floodgate.Slots {
-		st := memorystore.New()
-		t.Cleanup(func() { st.Close() })
+		st := testkit.Memory(t)
 		return st
 	}, false)
 }
@@ -35,8 +36,7 @@ func TestSlotsConformance(t *testing.T) {
 // such panics, so neither the shard's lock (a new key) nor the key's own
 // (a held key) may stay locked.
 func TestPanicUnlocks(t *testing.T) {
-	s := memorystore.New(memorystore.WithSweepInterval(0))
-	defer s.Close()
+	s := testkit.Memory(t, memorystore.WithSweepInterval(0))
 	ctx := context.Background()
 	res := make([]floodgate.Result, 1)
 	good := []floodgate.Policy{{Name: "p", Algorithm: floodgate.FixedWindow, Quota: 5, Window: time.Second}}
@@ -71,8 +71,7 @@ func TestPanicUnlocks(t *testing.T) {
 func steppedStore(t *testing.T, shards int) (*memorystore.Store, *atomic.Int64) {
 	clock := new(atomic.Int64)
 	now := func() time.Time { return fixedClock().Add(time.Duration(clock.Load()) * time.Microsecond) }
-	st := memorystore.New(memorystore.WithClock(now), memorystore.WithShards(shards), memorystore.WithSweepInterval(0))
-	t.Cleanup(func() { st.Close() })
+	st := testkit.Memory(t, memorystore.WithClock(now), memorystore.WithShards(shards), memorystore.WithSweepInterval(0))
 	return st, clock
 }
 
@@ -231,8 +230,7 @@ func TestSweepDropsAll(t *testing.T) {
 // TestUnnamedPolicy: the store does not validate policies (the Limiter
 // does), and a policy without a name is still a policy.
 func TestUnnamedPolicy(t *testing.T) {
-	st := memorystore.New(memorystore.WithSweepInterval(0))
-	defer st.Close()
+	st := testkit.Memory(t, memorystore.WithSweepInterval(0))
 	ctx := context.Background()
 	res := make([]floodgate.Result, 2)
 	onePolicy := []floodgate.Policy{{Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Hour}}
@@ -252,8 +250,7 @@ func TestUnnamedPolicy(t *testing.T) {
 // stores nothing, and a later request that does count is decided as for a
 // new key (it once found an entry without a state and crashed).
 func TestChargedNothingKeepsNoKey(t *testing.T) {
-	st := memorystore.New()
-	defer st.Close()
+	st := testkit.Memory(t)
 	ps := []floodgate.Policy{{Name: "bytes", Algorithm: floodgate.FixedWindow, Quota: 10, Window: time.Hour, Unit: floodgate.ContentBytes}}
 	res := make([]floodgate.Result, 1)
 	ctx := context.Background()
@@ -266,4 +263,31 @@ func TestChargedNothingKeepsNoKey(t *testing.T) {
 	if err := st.Take(ctx, "k", floodgate.Cost{ContentBytes: 4}, ps, res); err != nil || !res[0].Allowed || res[0].Remaining != 6 {
 		t.Fatalf("4 bytes after it: %+v %v, want 6 left", res[0], err)
 	}
+}
+
+// TestNewRefuses: every option out of range, and a nil one, is an error
+// wrapping floodgate.ErrInvalidOption that names it; no store is returned.
+func TestNewRefuses(t *testing.T) {
+	for _, c := range []struct {
+		opt  memorystore.Option
+		want string
+	}{
+		{nil, "memorystore: nil option"},
+		{memorystore.WithMaxKeys(0), "max keys must be at least 1, got 0"},
+		{memorystore.WithMaxKeys(-5), "max keys must be at least 1, got -5"},
+		{memorystore.WithShards(0), "shards must be from 1 to 65536, got 0"},
+		{memorystore.WithShards(1<<16 + 1), "shards must be from 1 to 65536, got 65537"},
+		{memorystore.WithClock(nil), "memorystore: nil clock"},
+	} {
+		// The bad option after a good one and before another: order does not hide it.
+		s, err := memorystore.New(memorystore.WithMaxKeys(10), c.opt, memorystore.WithSweepInterval(0))
+		if s != nil || !errors.Is(err, floodgate.ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(…, %s, …) = %v, %v; want ErrInvalidOption saying %q", c.want, s, err, c.want)
+		}
+	}
+	s, err := memorystore.New(memorystore.WithShards(1<<16), memorystore.WithMaxKeys(1), memorystore.WithSweepInterval(-1))
+	if err != nil {
+		t.Fatalf("the bounds themselves: %v", err)
+	}
+	s.Close()
 }

@@ -24,7 +24,10 @@ func Example() {
 		log.Fatal(err) // floodgate.ErrInvalidOption: a nil client, an option out of range
 	}
 	defer store.Close() // closes nothing; there for code written for memorystore
-	local := memorystore.New()
+	local, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer local.Close()
 	// While Redis fails, each of 3 replicas limits alone to a third of each quota
 	// (FailToLocal); or WithFailureMode(floodgate.FailOpen), but not both.

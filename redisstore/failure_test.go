@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // privateRedis is a redis-server this test starts on a free port and may
@@ -168,8 +168,7 @@ func TestLimiterFailureModes(t *testing.T) {
 		}
 		return l
 	}
-	local := memorystore.New()
-	defer local.Close()
+	local := testkit.Memory(t)
 	closed := mk(floodgate.WithFailureMode(floodgate.FailClosed))
 	open := mk(floodgate.WithFailureMode(floodgate.FailOpen))
 	toLocal := mk(floodgate.WithLocalFallback(local, 0.5)) // 4 × 0.5 = 2 locally

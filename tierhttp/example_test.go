@@ -33,7 +33,10 @@ func Example_postgres() {
 	}
 	keys := tier.NewCache(tier.NewPostgres(pool), tier.CacheOptions{TTL: 60 * time.Second})
 
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := httplimit.New(httplimit.Config{
 		Store: store,
 		Rules: []httplimit.Rule{{
@@ -59,7 +62,10 @@ func ExamplePlan() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	mw, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{{
 		Pattern:  "/api/",

@@ -44,7 +44,10 @@ func newRouter(store floodgate.Store) (http.Handler, error) {
 }
 
 func main() {
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	r, err := newRouter(store)
 	if err != nil {

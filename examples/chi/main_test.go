@@ -4,12 +4,11 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 func TestWritesBurstThree(t *testing.T) {
-	store := memorystore.New()
-	defer store.Close()
+	store := testkit.Memory(t)
 	r, err := newRouter(store)
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,10 @@ func newHandler(store floodgate.Store) (http.Handler, error) {
 }
 
 func main() {
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	h, err := newHandler(store)
 	if err != nil {

@@ -5,12 +5,11 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 func TestSeedSetup(t *testing.T) {
-	store := memorystore.New()
-	defer store.Close()
+	store := testkit.Memory(t)
 	h, err := newHandler(store)
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
-	"github.com/floodgate/floodgate/memorystore"
 )
 
 // Quiet discards every record.
@@ -62,9 +61,7 @@ var OK = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Writ
 func ServeMW(t testing.TB, cfg httplimit.Config) *httptest.Server {
 	t.Helper()
 	if cfg.Store == nil {
-		st := memorystore.New()
-		t.Cleanup(func() { st.Close() })
-		cfg.Store = st
+		cfg.Store = testkit.Memory(t)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = Quiet

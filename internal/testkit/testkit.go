@@ -1,6 +1,6 @@
 // Package testkit holds what Floodgate's tests share across packages: the
 // addresses of the test services, an HTTP request with its answer read,
-// and a buffer several goroutines may write to.
+// a memory store, and a buffer several goroutines may write to.
 package testkit
 
 import (
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/floodgate/floodgate/memorystore"
 )
 
 // Env returns the value of the environment variable naming a test service
@@ -73,4 +75,16 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// Memory returns a memory store made with opts and closed when t ends; an
+// option the store refuses fails t.
+func Memory(t testing.TB, opts ...memorystore.Option) *memorystore.Store {
+	t.Helper()
+	s, err := memorystore.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // PerMinute is a sliding-window-counter policy of quota per minute.
@@ -29,8 +29,7 @@ func PerMinute(name string, quota int64) floodgate.Policy {
 // per minute, then the tier of the request's API key.
 func API(t testing.TB, plan func(*http.Request) (engine.Plan, error), guard int64, mode floodgate.FailureMode) http.Handler {
 	t.Helper()
-	store := memorystore.New()
-	t.Cleanup(func() { store.Close() })
+	store := testkit.Memory(t)
 	mw, err := httplimit.New(httplimit.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Rules: []httplimit.Rule{{
 		Pattern:     "/api/",
 		Policies:    []floodgate.Policy{PerMinute("ip-guard", guard)},

@@ -26,7 +26,10 @@ import (
 // Compiled, not run: it needs Redis and sends webhooks.
 func Example_inYourServer() {
 	ctx := context.Background()
-	store := memorystore.New()
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 	rules := []httplimit.Rule{{Pattern: "/api/",
 		Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute}}}}

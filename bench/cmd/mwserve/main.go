@@ -44,7 +44,11 @@ func main() {
 
 	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	wrap := func(style engine.HeaderStyle) http.Handler {
-		h, err := bench.Floodgate(memorystore.New(), style, 1e8, trivial)
+		store, err := memorystore.New()
+		if err != nil {
+			log.Fatal(err)
+		}
+		h, err := bench.Floodgate(store, style, 1e8, trivial)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -111,7 +111,11 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
-	local := newLocalStore()
+	local, err := newLocalStore()
+	if err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	s.local = local
 	s.closeFns = append(s.closeFns, local.Close)
 	s.transport = newTransport()

@@ -24,7 +24,6 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/internal/testkit"
-	"github.com/floodgate/floodgate/memorystore"
 )
 
 // baseConfig has every face on loopback ports the system picks; %s is the
@@ -560,8 +559,7 @@ func TestAdmin(t *testing.T) {
 	var mu sync.Mutex
 	var pingErr error
 	ping := func(context.Context) error { mu.Lock(); defer mu.Unlock(); return pingErr }
-	store := memorystore.New()
-	defer store.Close()
+	store := testkit.Memory(t)
 	f := start(t, baseConfig, WithStore(store, ping))
 	if resp, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/healthz"), ""); resp.StatusCode != 200 || body != `{"status":"ok"}` {
 		t.Errorf("healthz: %d %s", resp.StatusCode, body)

@@ -14,7 +14,10 @@ import (
 	"github.com/floodgate/floodgate/redisstore"
 )
 
-func newLocalStore() *memorystore.Store { return memorystore.New(memorystore.WithMaxKeys(100_000)) }
+// newLocalStore is what rules failing to local decide on while the store fails.
+func newLocalStore() (*memorystore.Store, error) {
+	return memorystore.New(memorystore.WithMaxKeys(100_000))
+}
 
 // nearCacheMin is the shortest Retry-After the daemon's near cache keeps:
 // long enough that an entry is likely to answer several requests, short
@@ -28,9 +31,12 @@ const nearCacheMin = 10 * time.Millisecond
 func (s *Server) openStore(cfg *config.Config) error {
 	sc := cfg.Store
 	if sc.Type != "redis" {
-		m := memorystore.New(memorystore.WithMaxKeys(sc.Memory.MaxKeys))
+		m, err := memorystore.New(memorystore.WithMaxKeys(sc.Memory.MaxKeys))
+		if err != nil {
+			return fmt.Errorf("server: store.memory: %w", err)
+		}
 		// What an operator sizes store.memory.max_keys by.
-		err := errors.Join(
+		err = errors.Join(
 			s.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "floodgate_memory_keys", Help: "Keys the memory store holds, expired ones not yet swept included.",
 			}, func() float64 { return float64(m.Len()) })),

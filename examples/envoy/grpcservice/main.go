@@ -26,7 +26,11 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:7801", "gRPC address")
 	flag.Parse()
-	eng, err := engine.New(engine.Config{Store: memorystore.New()})
+	store, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Store: store})
 	if err != nil {
 		log.Fatal(err)
 	}
