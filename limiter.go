@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/nilcheck"
 )
 
 // FailureMode says what a Limiter answers while its store is failing
@@ -164,7 +166,7 @@ func WithClock(c Clock) Option { return func(cf *config) { cf.clock = c } }
 // unknown failure mode, a share outside (0, 1], a negative duration or the
 // contradictions above.
 func NewLimiter(store Store, policies []Policy, opts ...Option) (*Limiter, error) {
-	if store == nil {
+	if nilcheck.Nil(store) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
 	}
 	if err := ValidatePolicies(policies); err != nil {
@@ -213,7 +215,7 @@ func (c *config) check() error {
 	switch {
 	case int(c.mode) >= len(failureModeNames):
 		return bad("unknown failure mode %v", c.mode)
-	case c.localSet && c.local == nil:
+	case c.localSet && nilcheck.Nil(c.local):
 		return bad("WithLocalFallback: nil store")
 	case c.localSet && !(c.share > 0 && c.share <= 1): // NaN too
 		return bad("WithLocalFallback: share %v is outside (0, 1]", c.share)

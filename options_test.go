@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/storetest"
 )
 
@@ -27,6 +28,8 @@ func TestNewLimiterRefuses(t *testing.T) {
 		msg   string
 	}{
 		"nil store":             {nil, nil, "nil store"},
+		"nil pointer store":     {(*memorystore.Store)(nil), nil, "nil store"},
+		"nil pointer local":     {store, []floodgate.Option{floodgate.WithLocalFallback((*memorystore.Store)(nil), 0.5)}, "WithLocalFallback: nil store"},
 		"nil option":            {store, []floodgate.Option{nil}, "nil option"},
 		"unknown mode":          {store, []floodgate.Option{floodgate.WithFailureMode(7)}, "unknown failure mode failure-mode(7)"},
 		"share 2":               {store, []floodgate.Option{floodgate.WithLocalFallback(local, 2)}, "share 2 is outside (0, 1]"},
@@ -93,3 +96,28 @@ func TestWaitAnswersAtOnce(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestTakeRefusesNegativeCost: a negative cost is ErrInvalidCost naming the
+// unit and the value, and spends nothing.
+func TestTakeRefusesNegativeCost(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	l, err := floodgate.NewLimiter(newMemory(t, clock.Now), []floodgate.Policy{{Name: "p", Algorithm: floodgate.GCRA, Quota: 4, Window: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		cost floodgate.Cost
+		msg  string
+	}{
+		{floodgate.Cost{Requests: -1}, "floodgate: invalid cost: -1 requests; a cost is at least 0"},
+		{floodgate.Cost{Requests: 1, ContentBytes: -7}, "floodgate: invalid cost: -7 content bytes; a cost is at least 0"},
+	} {
+		if _, err := l.TakeCost(ctx, "k", c.cost); !errors.Is(err, floodgate.ErrInvalidCost) || err.Error() != c.msg {
+			t.Errorf("TakeCost(%+v) = %v, want %q", c.cost, err, c.msg)
+		}
+	}
+	if d, err := l.Take(ctx, "k", 0); err != nil || d.Remaining != 4 {
+		t.Errorf("after the refusals: %+v, %v; want all 4 left", d, err)
+	}
+}

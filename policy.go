@@ -1,6 +1,7 @@
 package floodgate
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -196,7 +197,9 @@ func (e *PolicyError) Detail() string {
 func (e *PolicyError) Unwrap() error { return ErrInvalidPolicy }
 
 // Validate reports whether the policy can be enforced. The error is a
-// *PolicyError naming the policy and the field at fault.
+// *PolicyError naming the policy and the field at fault; when several of
+// quota, window and burst are at fault, one *PolicyError per field, joined
+// (errors.Join; errors.As finds the first).
 func (p Policy) Validate() error {
 	fail := func(field, format string, args ...any) error {
 		return &PolicyError{Kind: "policy", Name: p.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -213,17 +216,25 @@ func (p Policy) Validate() error {
 	if p.Algorithm == 0 {
 		return fail("", "no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
 	}
+	// The fields' own checks, all reported at once.
+	var errs []error
 	if p.Quota <= 0 {
-		return fail("quota", "must be positive, got %d", p.Quota)
+		errs = append(errs, fail("quota", "must be positive, got %d", p.Quota))
 	}
 	if p.Window < time.Millisecond {
-		return fail("window", "must be at least 1ms, got %v", p.Window)
+		errs = append(errs, fail("window", "must be at least 1ms, got %v", p.Window))
 	}
 	if p.Burst < 0 {
-		return fail("burst", "must not be negative, got %d", p.Burst)
+		errs = append(errs, fail("burst", "must not be negative, got %d", p.Burst))
+	} else if p.Burst > 0 && p.Algorithm != TokenBucket && p.Algorithm != GCRA {
+		errs = append(errs, fail("burst", "applies to token-bucket and gcra only, not %s (use a second, shorter policy for a burst limit)", p.Algorithm))
 	}
-	if p.Burst > 0 && p.Algorithm != TokenBucket && p.Algorithm != GCRA {
-		return fail("burst", "applies to token-bucket and gcra only, not %s (use a second, shorter policy for a burst limit)", p.Algorithm)
+	switch len(errs) {
+	case 0:
+	case 1:
+		return errs[0]
+	default:
+		return errors.Join(errs...)
 	}
 	switch p.Algorithm {
 	case SlidingWindowCounter, TokenBucket, GCRA:
@@ -302,8 +313,11 @@ func ValidateLimits(policies []Policy, caps []Concurrency) error {
 // Capacity: such a request could never pass, so waiting would not help.
 // Stores call it before touching any state.
 func CheckCost(cost Cost, policies []Policy) error {
-	if cost.Requests < 0 || cost.ContentBytes < 0 {
-		return fmt.Errorf("%w: %+v", ErrInvalidCost, cost)
+	switch {
+	case cost.Requests < 0:
+		return fmt.Errorf("%w: %d requests; a cost is at least 0", ErrInvalidCost, cost.Requests)
+	case cost.ContentBytes < 0:
+		return fmt.Errorf("%w: %d content bytes; a cost is at least 0", ErrInvalidCost, cost.ContentBytes)
 	}
 	for i := range policies { // by index: a Policy is too large to copy on every request
 		if p := &policies[i]; cost.Of(p.Unit) > p.Capacity() {

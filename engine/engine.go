@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/nilcheck"
 )
 
 // Config configures an Engine.
@@ -97,10 +98,14 @@ type Engine struct {
 	breaker  *floodgate.Breaker
 }
 
-// New returns an Engine, or an error when cfg has no Store.
+// New returns an Engine, or an error when cfg has no Store (or a nil
+// pointer as one, or as Local).
 func New(cfg Config) (*Engine, error) {
-	if cfg.Store == nil {
+	if nilcheck.Nil(cfg.Store) {
 		return nil, errors.New("engine: no store")
+	}
+	if cfg.Local != nil && nilcheck.Nil(cfg.Local) {
+		return nil, errors.New("engine: Local is a nil pointer")
 	}
 	e := &Engine{store: cfg.Store, local: cfg.Local, blocker: cfg.Blocker, capacity: cfg.Capacity,
 		observer: cfg.Observer, logger: cfg.Logger, clock: cfg.Clock, breaker: cfg.Breaker}

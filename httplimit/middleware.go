@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/internal/nilcheck"
 	"github.com/floodgate/floodgate/pattern"
 )
 
@@ -83,7 +84,9 @@ type Config struct {
 	// temporary-reduced-capacity problem type (draft-11 §5).
 	Capacity engine.Capacity
 
-	// Rules are tried in order; a request no rule matches passes untouched.
+	// Rules are tried in order; a request no rule matches passes untouched,
+	// so a Config without rules limits nothing (the daemon's, when it
+	// serves only Envoy's or the decision API's callers).
 	Rules []Rule
 	// Skip lists patterns never limited, e.g. "GET /healthz" (K5).
 	Skip []string
@@ -203,7 +206,7 @@ func (m *Middleware) setEngine(cfg Config) error {
 		}
 		return nil
 	}
-	if cfg.Store == nil {
+	if nilcheck.Nil(cfg.Store) {
 		return errors.New("httplimit: no store")
 	}
 	var err error
@@ -309,8 +312,11 @@ func describe(p floodgate.Policy) string {
 	return s
 }
 
-// Wrap returns next behind the rate limits.
+// Wrap returns next behind the rate limits. It panics when next is nil.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	if next == nil { // as http.Handle does: at setup, not on the first request
+		panic("httplimit: Wrap(nil)")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 

@@ -873,3 +873,19 @@ func TestInnerLayerReplacesFields(t *testing.T) {
 		t.Fatalf("outer alone: %v", rec.Header())
 	}
 }
+
+// TestWrapNil: a nil handler is refused when the middleware is set up, as
+// http.Handle does, not on the first request.
+func TestWrapNil(t *testing.T) {
+	mw, err := httplimit.New(httplimit.Config{Store: testkit.Memory(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if r := recover(); r != "httplimit: Wrap(nil)" {
+			t.Errorf("Wrap(nil) panicked with %v", r)
+		}
+	}()
+	mw.Wrap(nil)
+	t.Error("Wrap(nil) returned")
+}

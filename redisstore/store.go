@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/nilcheck"
 )
 
 // Store is a floodgate.Store over a go-redis client. Create it with New; it
@@ -166,7 +167,7 @@ func WithClock(now func() time.Time) Option {
 // Errors: floodgate.ErrInvalidOption (wrapped) for a nil client, a nil
 // option or an option out of range.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
-	if isNil(client) {
+	if nilcheck.Nil(client) {
 		return nil, fmt.Errorf("%w: redisstore: nil client", floodgate.ErrInvalidOption)
 	}
 	c := config{prefix: "fg:", maxKeyLen: 128, timeout: 50 * time.Millisecond, maxBatch: 128, maxInFlight: 4}
@@ -201,22 +202,6 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		s.grouping = groupTag
 	}
 	return s, nil
-}
-
-// isNil reports a nil client, also one of the concrete go-redis types
-// held in the interface as a nil pointer.
-func isNil(client redis.UniversalClient) bool {
-	switch c := client.(type) {
-	case nil:
-		return true
-	case *redis.Client:
-		return c == nil
-	case *redis.ClusterClient:
-		return c == nil
-	case *redis.Ring:
-		return c == nil
-	}
-	return false
 }
 
 // Close closes nothing and returns nil: the Store owns no connection, and

@@ -134,6 +134,15 @@ func TestValidateCommand(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "ok: 4 policies, 4 rules, memory store") {
 		t.Errorf("quickstart: %v\n%s", err, out)
 	}
+	// The file as an argument, as most checkers take it; not twice.
+	out, err = exec.Command(binary, "validate", "../../examples/quickstart.yaml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: 4 policies, 4 rules, memory store") {
+		t.Errorf("validate FILE: %v\n%s", err, out)
+	}
+	out, err = exec.Command(binary, "validate", "-c", "a.yaml", "b.yaml").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "give the file once: -c a.yaml or b.yaml") {
+		t.Errorf("validate -c a.yaml b.yaml: %v\n%s", err, out)
+	}
 }
 
 // TestQuickstart runs README's steps on examples/quickstart.yaml (moved to

@@ -14,10 +14,16 @@ import (
 func newValidate() *cobra.Command {
 	var file string
 	c := &cobra.Command{
-		Use:   "validate",
+		Use:   "validate [-c] [FILE]",
 		Short: "Check a configuration file, printing every error as file:line: field: message",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 { // the file named without -c, as most checkers take it
+				if cmd.Flags().Changed("config") {
+					return fmt.Errorf("give the file once: -c %s or %s", file, args[0])
+				}
+				file = args[0]
+			}
 			cfg, err := config.Load(file)
 			if err != nil {
 				var errs config.Errors

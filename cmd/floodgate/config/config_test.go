@@ -197,6 +197,18 @@ func TestPolicyErrorsAreTheLibrarys(t *testing.T) {
 	}
 }
 
+// TestPolicyFieldErrorsAtOnce: a policy wrong in quota, window and burst
+// gets all three errors, each at its own line, not one per run.
+func TestPolicyFieldErrorsAtOnce(t *testing.T) {
+	got := parseErr(t, minimal+"policies:\n  a:\n    algorithm: gcra\n    quota: 0\n    window: -1s\n    burst: -2\n")
+	want := "f.yaml:5: policies.a.quota: must be positive, got 0\n" +
+		"f.yaml:6: policies.a.window: must be at least 1ms, got -1s\n" +
+		"f.yaml:7: policies.a.burst: must not be negative, got -2"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestExpandEnv(t *testing.T) {
 	t.Setenv("FG_A", "alpha")
 	t.Setenv("FG_EMPTY", "")

@@ -42,6 +42,12 @@ func (v *validator) failErr(field string, err error) { v.fail(field, "%s", libra
 // failLimit records a library error about the policy or cap at f, at the
 // field the error names.
 func (v *validator) failLimit(f string, err error) {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok { // several fields at once
+		for _, e := range joined.Unwrap() {
+			v.failLimit(f, e)
+		}
+		return
+	}
 	var pe *floodgate.PolicyError
 	if !errors.As(err, &pe) || pe.Kind == "" {
 		v.failErr(f, err)
