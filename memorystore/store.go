@@ -346,7 +346,7 @@ func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, 
 			if n.log == nil {
 				n.log = new(algorithm.Log)
 			}
-			n.log.Add(now, c)
+			n.log.Add(now, params(p), c)
 			continue
 		}
 		n.state = pend[i].state
