@@ -111,6 +111,8 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Identity", func(t *testing.T) { identity(t, newStore) })
 	t.Run("GCRARaise", func(t *testing.T) { gcraRaise(t, newStore) })
 	t.Run("Raise", func(t *testing.T) { raise(t, newStore) })
+	t.Run("WindowRaise", func(t *testing.T) { windowRaise(t, newStore) })
+	t.Run("PolicyChanges", func(t *testing.T) { policyChanges(t, newStore) })
 	t.Run("Wait", func(t *testing.T) { wait(t, newStore) })
 }
 

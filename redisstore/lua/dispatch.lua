@@ -75,7 +75,8 @@ local function decide(KEYS, ARGV)
       if COST[i] > 0 then peek = false end
     end
     -- take returns the decision and, when it admits a cost, the write to
-    -- make: state fields a, b, c, expiry, keep-TTL flag. The writes wait
+    -- make: state fields a, b, c, expiry, keep-TTL flag (the window is the
+    -- policy's, passed to the commit as its last argument). The writes wait
     -- until every policy of the request has admitted it (all or nothing).
     local base, ok = o, true
     for i = 1, p do
@@ -92,7 +93,7 @@ local function decide(KEYS, ARGV)
     if ok then
       for i = 1, p do
         if COST[i] > 0 then
-          COMMIT[ALG[i]](KEYS[k + i], now, COST[i], SA[i], SB[i], SC[i], EXP[i], KEEP[i])
+          COMMIT[ALG[i]](KEYS[k + i], now, COST[i], SA[i], SB[i], SC[i], EXP[i], KEEP[i], W[i])
         end
       end
     else
