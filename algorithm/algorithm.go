@@ -21,7 +21,12 @@ type Result struct {
 	Remaining  int64 // whole units available after the request (before it, if denied or a peek)
 	ResetAfter int64 // effective window t: until more quota next becomes available
 	RetryAfter int64 // when denied: until the cost fits; else 0
-	Expires    int64 // absolute µs after which the state equals the zero State
+	// Full, for the sliding window counter only (0 for the others), is
+	// until its estimate is back to zero, the whole quota free, if nothing
+	// more is spent: X-RateLimit-Reset. Its ResetAfter moves earlier the
+	// more a window spends, as a larger count decays faster.
+	Full    int64
+	Expires int64 // absolute µs after which the state equals the zero State
 }
 
 // ceilDiv divides non-negative a by positive b, rounding up.

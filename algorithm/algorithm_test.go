@@ -67,14 +67,38 @@ func TestSlidingWindowCounterEstimate(t *testing.T) {
 	// once 8·(W−e)/W ≤ 10 − 3, at e = W/8 = 0.5 s.
 	_, r := decide(SlidingWindowCounter, s, start, p, 3)
 	// Three units (Remaining + 1) fit at the same moment: ResetAfter 0.5 s.
-	if want := (Result{Remaining: 2, ResetAfter: sec / 2, RetryAfter: sec / 2, Expires: start + 8*sec}); r != want {
+	// The estimate is back to zero once prev has decayed: at the window's end.
+	if want := (Result{Remaining: 2, ResetAfter: sec / 2, RetryAfter: sec / 2, Full: 4 * sec, Expires: start + 8*sec}); r != want {
 		t.Fatalf("at window start: %+v, want %+v", r, want)
 	}
 	st := State{A: start, B: 3, C: 8}
 	_, r = decide(SlidingWindowCounter, st, start+sec, p, 0)
 	// 8·0.75 + 3 = 9 used; a second unit once 8·(4−e′)/4 ≤ 5, at e′ = 1.5 s.
-	if r.Remaining != 1 || !r.Allowed || r.ResetAfter != sec/2 {
-		t.Fatalf("peek: %+v, want remaining 1, reset 0.5s", r)
+	if r.Remaining != 1 || !r.Allowed || r.ResetAfter != sec/2 || r.Full != 7*sec {
+		t.Fatalf("peek: %+v, want remaining 1, reset 0.5s, full at the next window's end, 7 s on", r)
+	}
+}
+
+// TestCounterFullNeverEarlier: along random histories, the moment the
+// sliding counter is full again (now + Full) never moves earlier, whether
+// the client spent in between or not, although ResetAfter does as a
+// window spends more (its count decays faster).
+func TestCounterFullNeverEarlier(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 31))
+	for range 2000 {
+		q := 1 + rng.Int64N(50)
+		p := Params{Quota: q, Capacity: q, Window: sec + rng.Int64N(60*sec)}
+		var s State
+		now, last := t0+rng.Int64N(p.Window), int64(0)
+		for range 50 {
+			now += rng.Int64N(p.Window / q * 3)
+			var r Result
+			s, r = decide(SlidingWindowCounter, s, now, p, rng.Int64N(q+1))
+			if now+r.Full < last {
+				t.Fatalf("%+v at %d: full again at %d, earlier than %d before", p, now, now+r.Full, last)
+			}
+			last = now + r.Full
+		}
 	}
 }
 

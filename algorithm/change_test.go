@@ -97,8 +97,9 @@ func TestWindowChange(t *testing.T) {
 		// once they weigh 9, a tenth into the next window (at 21 s); under
 		// {30, 40 s} 20 are left, 19 after this unit, and a 20th fits once
 		// the 11 weigh 10, 1/11 into the next window (at 40 s + 40/11 s).
-		{"sliding-window-counter", SlidingWindowCounter, Result{ResetAfter: 7 * sec, RetryAfter: 7 * sec},
-			Result{ResetAfter: 6 * sec, RetryAfter: 6 * sec}, Result{Allowed: true, Remaining: 19, ResetAfter: 65*sec - 400*sec/11}},
+		// Full again at the end of the window after the one they count in.
+		{"sliding-window-counter", SlidingWindowCounter, Result{ResetAfter: 7 * sec, RetryAfter: 7 * sec, Full: 25 * sec},
+			Result{ResetAfter: 6 * sec, RetryAfter: 6 * sec, Full: 15 * sec}, Result{Allowed: true, Remaining: 19, ResetAfter: 65*sec - 400*sec/11, Full: 65 * sec}},
 		// Five of the ten have refilled at 1 per 2 s. The token bucket
 		// refills the 10 s since the request at the new rate: 10 s × 1/s
 		// under {10, 10 s}, all of it; 10 s × 0.75/s of the 10 spent

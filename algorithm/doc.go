@@ -55,7 +55,13 @@
 // start. ResetAfter is the same wait for Remaining + 1 units: when the
 // decaying estimate frees the next unit (0 when nothing is used). It is
 // usually well before the window's end, which a client pacing itself by
-// "no more than r within t" would otherwise wait for.
+// "no more than r within t" would otherwise wait for. It comes sooner the
+// more the window spent, as a larger count decays faster, so it is no
+// reset a client can plan by: Full, the same wait for all Q units, is when
+// the estimate is back to zero — the end of the next window once this one
+// has spent, of this one when only the previous one did, 0 when nothing
+// is used. It only moves later as a client spends or waits
+// (TestCounterFullNeverEarlier), and X-RateLimit-Reset reports it.
 // State: A = start, B = curr, C = prev, W = the window.
 //
 // # Token bucket (A4) and GCRA

@@ -14,6 +14,7 @@ func SlidingWindowCounter(s *State, now int64, p Params, cost int64, r *Result) 
 	if c > avail {
 		r.RetryAfter = counterWait(c, prev, curr, e, p)
 		r.ResetAfter = counterWait(avail+1, prev, curr, e, p)
+		r.Full = counterWait(q, prev, curr, e, p)
 		return
 	}
 	r.Allowed = true
@@ -23,6 +24,7 @@ func SlidingWindowCounter(s *State, now int64, p Params, cost int64, r *Result) 
 	}
 	if r.Remaining < q {
 		r.ResetAfter = counterWait(r.Remaining+1, prev, curr, e, p)
+		r.Full = counterWait(q, prev, curr, e, p)
 	}
 	if cost == 0 {
 		return

@@ -379,6 +379,7 @@ func setResult(res *floodgate.Result, r algorithm.Result) {
 	res.Remaining = r.Remaining
 	res.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
 	res.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
+	res.FullAfter = time.Duration(r.Full) * time.Microsecond
 }
 
 type pending struct {

@@ -18,9 +18,9 @@ import (
 func windowRaise(t *testing.T, newStore NewStore) {
 	const us = time.Microsecond
 	type answer struct {
-		allowed          bool
-		remaining        int64
-		resetAfter, wait time.Duration
+		allowed                bool
+		remaining              int64
+		resetAfter, wait, full time.Duration
 	}
 	for _, c := range []struct {
 		a        floodgate.Algorithm
@@ -28,18 +28,20 @@ func windowRaise(t *testing.T, newStore NewStore) {
 		ten, fty answer // under {10, 10 s} and {30, 40 s}
 	}{
 		// The window restarts.
-		{floodgate.FixedWindow, answer{false, 0, 5 * s, 5 * s}, answer{true, 9, 5 * s, 0}, answer{true, 29, 25 * s, 0}},
+		{floodgate.FixedWindow, answer{false, 0, 5 * s, 5 * s, 0}, answer{true, 9, 5 * s, 0, 0}, answer{true, 29, 25 * s, 0, 0}},
 		// The 10 leave at 25 s, as the old window lets them; under 10 s
 		// they left at 15 s already.
-		{floodgate.SlidingWindowLog, answer{false, 0, 10 * s, 10 * s}, answer{true, 9, 10 * s, 0}, answer{true, 19, 10 * s, 0}},
+		{floodgate.SlidingWindowLog, answer{false, 0, 10 * s, 10 * s, 0}, answer{true, 9, 10 * s, 0, 0}, answer{true, 19, 10 * s, 0, 0}},
 		// The estimate's 10 count in the new window: one unit fits at 21 s
 		// under 10 s; under 40 s a 20th once the 11 weigh 10, at 40 s + 40/11 s.
-		{floodgate.SlidingWindowCounter, answer{false, 0, 7 * s, 7 * s}, answer{false, 0, 6 * s, 6 * s}, answer{true, 19, 28_636_364 * us, 0}},
+		// The quota is all free at the end of the window after theirs.
+		{floodgate.SlidingWindowCounter, answer{false, 0, 7 * s, 7 * s, 25 * s}, answer{false, 0, 6 * s, 6 * s, 15 * s},
+			answer{true, 19, 28_636_364 * us, 0, 65 * s}},
 		// The token bucket refills the 10 s since the request at the new
 		// rate; GCRA's TAT owed 5 at the change. The next unit: its missing
 		// fraction at the new rate (0.5/0.75 s, 1/0.75 s, rounded up).
-		{floodgate.TokenBucket, answer{true, 4, 2 * s, 0}, answer{true, 9, s, 0}, answer{true, 26, 666_667 * us, 0}},
-		{floodgate.GCRA, answer{true, 4, 2 * s, 0}, answer{true, 4, s, 0}, answer{true, 24, 1_333_334 * us, 0}},
+		{floodgate.TokenBucket, answer{true, 4, 2 * s, 0, 0}, answer{true, 9, s, 0, 0}, answer{true, 26, 666_667 * us, 0, 0}},
+		{floodgate.GCRA, answer{true, 4, 2 * s, 0, 0}, answer{true, 4, s, 0, 0}, answer{true, 24, 1_333_334 * us, 0, 0}},
 	} {
 		t.Run(c.a.String(), func(t *testing.T) {
 			clock := NewClock(Epoch)
@@ -60,7 +62,7 @@ func windowRaise(t *testing.T, newStore NewStore) {
 					t.Fatal(err)
 				}
 				r := res[0]
-				if got := (answer{r.Allowed, r.Remaining, r.ResetAfter, r.RetryAfter}); got != v.want {
+				if got := (answer{r.Allowed, r.Remaining, r.ResetAfter, r.RetryAfter, r.FullAfter}); got != v.want {
 					t.Errorf("as %d per %v: %+v, want %+v", v.p.Quota, v.p.Window, got, v.want)
 				}
 			}
@@ -168,5 +170,6 @@ func (ref *reference) take(now int64, p floodgate.Policy, cost int64) floodgate.
 		ref.exp = r.Expires
 	}
 	us := time.Microsecond
-	return floodgate.Result{Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: time.Duration(r.ResetAfter) * us, RetryAfter: time.Duration(r.RetryAfter) * us}
+	return floodgate.Result{Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: time.Duration(r.ResetAfter) * us,
+		RetryAfter: time.Duration(r.RetryAfter) * us, FullAfter: time.Duration(r.Full) * us}
 }

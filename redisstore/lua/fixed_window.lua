@@ -13,9 +13,9 @@ local function fixed_window()
     if same then count = sb end
     local avail = max(q - count, 0)
     local reset = start + w - now
-    if max(cost, 1) > avail then return 0, avail, reset, reset end
-    if cost == 0 then return 1, avail, reset, 0 end
-    return 1, avail - cost, reset, 0, start, count + cost, nil, start + w, same
+    if max(cost, 1) > avail then return 0, avail, reset, reset, 0 end
+    if cost == 0 then return 1, avail, reset, 0, 0 end
+    return 1, avail - cost, reset, 0, 0, start, count + cost, nil, start + w, same
   end
   return take, put
 end

@@ -14,9 +14,9 @@ local function gcra()
       local ta, tb = now + whole, after - whole * q
       local exp = ta
       if tb > 0 then exp = ta + 1 end
-      return ok, rem, reset, retry, ta, tb, q, exp
+      return ok, rem, reset, retry, 0, ta, tb, q, exp
     end
-    return ok, rem, reset, retry
+    return ok, rem, reset, retry, 0
   end
   return take, put
 end

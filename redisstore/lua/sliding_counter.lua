@@ -40,14 +40,19 @@ local function sliding_counter()
     local avail = max(idiv(q * w - used, w), 0)
     local c = max(cost, 1)
     if c > avail then
-      return 0, avail, counter_wait(avail + 1, prev, curr, e, q, w), counter_wait(c, prev, curr, e, q, w)
+      return 0, avail, counter_wait(avail + 1, prev, curr, e, q, w), counter_wait(c, prev, curr, e, q, w),
+        counter_wait(q, prev, curr, e, q, w)
     end
-    -- ResetAfter: when the next unit after this request frees.
+    -- ResetAfter: when the next unit after this request frees; full: when
+    -- the whole quota is (algorithm.Result.Full).
     local rem = avail - cost
-    local reset = 0
-    if rem < q then reset = counter_wait(rem + 1, prev, curr + cost, e, q, w) end
-    if cost == 0 then return 1, avail, reset, 0 end
-    return 1, rem, reset, 0, start, curr + cost, prev, start + 2 * w, same
+    local reset, full = 0, 0
+    if rem < q then
+      reset = counter_wait(rem + 1, prev, curr + cost, e, q, w)
+      full = counter_wait(q, prev, curr + cost, e, q, w)
+    end
+    if cost == 0 then return 1, avail, reset, 0, full end
+    return 1, rem, reset, 0, full, start, curr + cost, prev, start + 2 * w, same
   end
   return take, put
 end

@@ -81,11 +81,11 @@ local function sliding_log()
         end
         from = from + 64
       end
-      return 0, avail, reset, retry
+      return 0, avail, reset, retry, 0
     end
-    if cost == 0 then return 1, avail, reset, 0 end
+    if cost == 0 then return 1, avail, reset, 0, 0 end
     if total == 0 then reset = w end
-    return 1, avail - cost, reset, 0, nil, total, w
+    return 1, avail - cost, reset, 0, 0, nil, total, w
   end
 
   -- held is the total cost in the log before this request; w the window.

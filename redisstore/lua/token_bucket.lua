@@ -19,9 +19,9 @@ local function token_bucket()
       if retry > 0 then retry = retry + d end
     end
     if ok == 1 and cost > 0 then
-      return ok, rem, reset, retry, t, after, nil, t + ceildiv(after, q)
+      return ok, rem, reset, retry, 0, t, after, nil, t + ceildiv(after, q)
     end
-    return ok, rem, reset, retry
+    return ok, rem, reset, retry, 0
   end
   return take, put
 end
