@@ -106,13 +106,14 @@
 //   - Sliding window counter: the estimate under W0 at now, rounded up to
 //     whole units (at most the quota), is counted in the current window
 //     under W, and decays from there as any count of it does. Remaining is
-//     the quota less what the old estimate still held.
+//     the new quota less what the old estimate still held (and less the
+//     request's cost).
 //   - Sliding window log: an entry leaves when the window it was admitted
 //     under lets it go, or sooner under a shorter window; under a longer
-//     one every entry moves back by W − W0.
+//     one every entry moves back by W − W0 (to the epoch's first µs at most).
 //   - Fixed window: a count under another window belongs to a window that
 //     no longer exists; the count restarts in the current window under W.
-//     That admits more than the old policy would (never less): Remaining
+//     Under a raise that admits more than the old policy would: Remaining
 //     is what the new window leaves of what was spent in it since the
 //     change, and the units spent before are not counted.
 //

@@ -65,11 +65,14 @@ func (l *Log) Len() int { return len(l.entries) }
 // a window w0 leaves when w0 lets it go, or sooner if w is shorter: under a
 // longer window every entry moves back by w − w0, so that it still leaves
 // at its time + w0. A lengthened window therefore never holds what was
-// spent longer than the window it was spent under.
+// spent longer than the window it was spent under. (No entry moves before
+// the epoch's first µs, which the Redis store's scores need: for windows
+// decades longer than the old, entries then stay a little longer.)
 func (l *Log) rewindow(w int64) {
-	if l.window != 0 && w > l.window {
+	if l.window != 0 && w > l.window && len(l.entries) > 0 {
+		d := min(w-l.window, l.entries[0].At-1)
 		for i := range l.entries {
-			l.entries[i].At -= w - l.window
+			l.entries[i].At -= d
 		}
 	}
 	l.window = w

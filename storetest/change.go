@@ -137,6 +137,32 @@ func randomPolicy(rng *rand.Rand, a floodgate.Algorithm, huge bool) floodgate.Po
 	return p
 }
 
+// logBeyondEpoch: a log whose window grows by more than the time since
+// the epoch moves its entries back only to the epoch's first µs, in every
+// store as in package algorithm (a negative score would read as the log's
+// total in Redis).
+func logBeyondEpoch(t *testing.T, newStore NewStore) {
+	clock := NewClock(Epoch)
+	st := newStore(t, clock.Now)
+	ref := &reference{a: floodgate.SlidingWindowLog}
+	res := make([]floodgate.Result, 1)
+	old := pol("log", floodgate.SlidingWindowLog, 3, s, 0)
+	long := pol("log", floodgate.SlidingWindowLog, 3, 100*365*24*time.Hour, 0)
+	for i, p := range []floodgate.Policy{old, old, long, long} {
+		if err := st.Take(context.Background(), "k", each(1), []floodgate.Policy{p}, res); err != nil {
+			t.Fatal(err)
+		}
+		want := ref.take(clock.Now().UnixMicro(), p, 1)
+		if got := res[0]; got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter || got.RetryAfter != want.RetryAfter {
+			t.Fatalf("request %d under %v: %+v, want %+v", i, p.Window, got, want)
+		}
+		clock.Advance(ms)
+	}
+	if r := res[0]; r.Allowed || r.Remaining != 0 {
+		t.Fatalf("fourth request: %+v, want refused: the three before are held", r)
+	}
+}
+
 // reference is one key's state under package algorithm, kept as the
 // memory store keeps it: forgotten once it expires.
 type reference struct {

@@ -117,6 +117,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Raise", func(t *testing.T) { raise(t, newStore) })
 	t.Run("WindowRaise", func(t *testing.T) { windowRaise(t, newStore) })
 	t.Run("PolicyChanges", func(t *testing.T) { policyChanges(t, newStore) })
+	t.Run("LogBeyondEpoch", func(t *testing.T) { logBeyondEpoch(t, newStore) })
 	t.Run("Wait", func(t *testing.T) { wait(t, newStore) })
 }
 

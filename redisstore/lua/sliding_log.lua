@@ -18,14 +18,18 @@ local function sliding_log()
   -- rewindow makes w the window of the log at key, whose entries were
   -- admitted under w0 and whose total members (one, or "n" beside it from
   -- an earlier version) are named in sp: under a longer window every entry
-  -- moves back by w - w0, and is renamed after its new time, so that it
-  -- still leaves at its time + w0 (algorithm.Log.rewindow).
+  -- moves back by w - w0 (never before the epoch's first µs), and is
+  -- renamed after its new time, so that it still leaves at its time + w0
+  -- (algorithm.Log.rewindow).
   local function rewindow(key, sp, total, w0, w)
-    if w > w0 then
-      local es = call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES')
+    local es = {}
+    if w > w0 then es = call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES') end
+    if #es > 0 then
+      local d = w - w0
+      if tonumber(es[2]) - 1 < d then d = tonumber(es[2]) - 1 end
       call('ZREMRANGEBYSCORE', key, '(0', '+inf')
       for j = 1, #es, 2 do
-        local at = tonumber(es[j + 1]) - (w - w0)
+        local at = tonumber(es[j + 1]) - d
         call('ZADD', key, int(at), entry(at, log_cost(es[j])))
       end
     end
