@@ -46,6 +46,12 @@ type Result struct {
 	// same cost fits this policy if nothing else is spent meanwhile; 0 when
 	// allowed.
 	RetryAfter time.Duration
+	// FullAfter is, for a sliding window counter, the time until its whole
+	// quota is free again if nothing more is spent (X-RateLimit-Reset); 0
+	// when it is, and for the other algorithms. The counter's ResetAfter
+	// moves earlier the more a window spends (a larger count decays
+	// faster), which a reset must not.
+	FullAfter time.Duration
 }
 
 // Decision is the answer for one request across all of its policies.

@@ -1,10 +1,13 @@
 package algorithm
 
+import "math/bits"
+
 // TokenBucket decides cost at time now (µs) for state *s = (last update,
 // debt), writes the decision to *r, and updates *s if it admits a cost.
 func TokenBucket(s *State, now int64, p Params, cost int64, r *Result) {
-	t := max(now, s.A) // a clock that steps back refills nothing
-	debt := s.B
+	t := max(now, s.A)                    // a clock that steps back refills nothing
+	owed := rescale(s.B, window(s, p), p) // at the last update
+	debt := owed
 	if e := t - s.A; e >= ceilDiv(debt, p.Quota) {
 		debt = 0
 	} else {
@@ -17,11 +20,11 @@ func TokenBucket(s *State, now int64, p Params, cost int64, r *Result) {
 		r.RetryAfter += d * b2i(r.RetryAfter > 0)
 	}
 	if !r.Allowed || cost == 0 {
-		r.Expires = s.A + ceilDiv(s.B, p.Quota)
+		r.Expires = s.A + ceilDiv(owed, p.Quota)
 		return
 	}
 	r.Expires = t + ceilDiv(debt, p.Quota)
-	*s = State{A: t, B: debt}
+	*s = State{A: t, B: debt, W: p.Window}
 }
 
 // GCRA decides cost at time now (µs) for state *s, the theoretical arrival
@@ -37,7 +40,7 @@ func GCRA(s *State, now int64, p Params, cost int64, r *Result) {
 		if q == 0 {
 			q = p.Quota
 		}
-		debt = (s.A-now)*q + s.B
+		debt = rescale((s.A-now)*q+s.B, window(s, p), p)
 	}
 	*r = Result{}
 	debt = bucket(r, debt, p, cost)
@@ -45,8 +48,26 @@ func GCRA(s *State, now int64, p Params, cost int64, r *Result) {
 		r.Expires = s.A + b2i(s.B > 0)
 		return
 	}
-	*s = State{A: now + debt/p.Quota, B: debt % p.Quota, C: p.Quota}
+	*s = State{A: now + debt/p.Quota, B: debt % p.Quota, C: p.Quota, W: p.Window}
 	r.Expires = s.A + b2i(s.B > 0)
+}
+
+// rescale reads debt d, in units × w0 (the window it was written under), in
+// the policy's window W: ⌈d·W/w0⌉, the same units owed rounded up to the
+// new scale's µs·unit, computed in 128 bits. Rounding up never costs a
+// whole unit: a unit is W scaled units, and d·W/w0 reaches a multiple of W
+// exactly when d reaches a multiple of w0. A debt of the whole capacity or
+// more reads as an empty bucket, so that the product stays within 2^53.
+func rescale(d, w0 int64, p Params) int64 {
+	if w0 == p.Window || d <= 0 {
+		return d
+	}
+	if d/w0 >= p.Capacity {
+		return p.Capacity * p.Window
+	}
+	hi, lo := bits.Mul64(uint64(d), uint64(p.Window))
+	q, rem := bits.Div64(hi, lo, uint64(w0)) // < Capacity·W: no overflow
+	return int64(q) + b2i(rem > 0)
 }
 
 // bucket is the arithmetic TokenBucket and GCRA share: given the debt at

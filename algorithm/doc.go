@@ -27,7 +27,8 @@
 // # Fixed window (REQUIREMENTS A1)
 //
 // Windows are aligned to multiples of W since the epoch, so every process
-// agrees on them: start = now − now mod W. State: A = start, B = count.
+// agrees on them: start = now − now mod W. State: A = start, B = count,
+// W = the window.
 // avail = Q − count; ResetAfter = start + W − now; a denied cost fits at
 // the next window, so RetryAfter = ResetAfter. The known flaw is kept:
 // Q units at the end of one window and Q more at the start of the next
@@ -54,8 +55,14 @@
 // start. ResetAfter is the same wait for Remaining + 1 units: when the
 // decaying estimate frees the next unit (0 when nothing is used). It is
 // usually well before the window's end, which a client pacing itself by
-// "no more than r within t" would otherwise wait for.
-// State: A = start, B = curr, C = prev.
+// "no more than r within t" would otherwise wait for. It comes sooner the
+// more the window spent, as a larger count decays faster, so it is no
+// reset a client can plan by: Full, the same wait for all Q units, is when
+// the estimate is back to zero — the end of the next window once this one
+// has spent, of this one when only the previous one did, 0 when nothing
+// is used. It only moves later as a client spends or waits
+// (TestCounterFullNeverEarlier), and X-RateLimit-Reset reports it.
+// State: A = start, B = curr, C = prev, W = the window.
 //
 // # Token bucket (A4) and GCRA
 //
@@ -67,12 +74,12 @@
 // time until one more whole unit accrues (0 when full), so RateLimit's t
 // never overstates the pace.
 //
-// The token bucket stores (A = last update, B = d). GCRA stores the
+// The token bucket stores (A = last update, B = d, W). GCRA stores the
 // theoretical arrival time TAT = A + B/Q µs exactly (B < Q), with emission
 // interval T = W/Q and tolerance C·T: a cost c is admitted iff
 // max(TAT, now) + c·T − now ≤ C·T. Since d = (TAT − now)·Q, both admit
 // exactly the same sequences; a randomized test checks it. GCRA also keeps
-// the quota its TAT was computed for (C = Q): under another quota the same
+// the quota its TAT was computed for (C = Q) and W: under another quota the same
 // TAT would stand for another debt, so a raised quota would refuse what the
 // old one admitted. Read back through the quota it was written with, the
 // debt in units × W is the same under any quota, as the token bucket's is.
@@ -80,10 +87,40 @@
 // # Policy changes
 //
 // A policy changed under the same name keeps the state's meaning in units
-// spent: the counters and the log count units, the token bucket's debt and
-// GCRA's TAT (read through its quota) are units × W. Raising the quota or
-// the burst therefore never refuses a request the old policy would have
-// admitted, and Remaining is what the new policy leaves (TestRaise). A new
-// window reinterprets the state under it: the aligned windows restart, the
-// bucket debts are read in the new W.
+// spent, so that a raise — a capacity (burst, or quota) at least as large
+// and a rate Q/W at least as high, under any window — never refuses a
+// request the old policy would have admitted, and Remaining is what the
+// new policy leaves (TestRaise, TestWindowChange). Every state keeps the
+// window it was written under (State.W; the log its own), and is read in
+// the policy's window at each decision: the first admission writes it in
+// the new form (the log moves its entries at the first decision). A state
+// written before the window was kept (W = 0) is read as written under the
+// policy's window.
+//
+//   - Token bucket and GCRA: the debt d, units × W0, is read as ⌈d·W/W0⌉
+//     (exact in 128 bits; Lua builds the product bit by bit), the same
+//     units owed. The token bucket then refills from its last update at
+//     the new rate; GCRA's TAT, read through the quota it was written
+//     with, drained at the old rate until now. A debt of the new capacity
+//     or more reads as an empty bucket.
+//   - Sliding window counter: the estimate under W0 at now, rounded up to
+//     whole units (at most the quota), is counted in the current window
+//     under W, and decays from there as any count of it does. Remaining is
+//     the new quota less what the old estimate still held (and less the
+//     request's cost).
+//   - Sliding window log: an entry leaves when the window it was admitted
+//     under lets it go, or sooner under a shorter window; under a longer
+//     one every entry moves back by W − W0 (to the epoch's first µs at most).
+//   - Fixed window: a count under another window belongs to a window that
+//     no longer exists; the count restarts in the current window under W.
+//     Under a raise that admits more than the old policy would: Remaining
+//     is what the new window leaves of what was spent in it since the
+//     change, and the units spent before are not counted.
+//
+// A lowered limit reads the same units against less: the counts and the
+// debts may exceed the new capacity, and then nothing is available until
+// they drain (across a window change, a bucket's debt or a counter's
+// estimate above the new capacity reads as the capacity). Stores drop
+// a state once the policy that wrote it would hold nothing more (Expires),
+// which under a lowered rate may be before the new policy would.
 package algorithm

@@ -1,12 +1,17 @@
 package algorithm
 
 // FixedWindow decides cost at time now (µs) for state *s = (start, count),
-// writes the decision to *r, and updates *s if it admits a cost.
+// writes the decision to *r, and updates *s if it admits a cost. A state
+// written under another window is a window that has ended: the count
+// restarts in the policy's current window.
 func FixedWindow(s *State, now int64, p Params, cost int64, r *Result) {
-	start := max(now-now%p.Window, s.A) // never step back into an older window
+	start := now - now%p.Window
 	var count int64
-	if s.A == start {
-		count = s.B
+	if window(s, p) == p.Window {
+		start = max(start, s.A) // never step back into an older window
+		if s.A == start {
+			count = s.B
+		}
 	}
 	avail := max(p.Quota-count, 0)
 	*r = Result{Remaining: avail, ResetAfter: start + p.Window - now, Expires: start + p.Window}
@@ -19,5 +24,5 @@ func FixedWindow(s *State, now int64, p Params, cost int64, r *Result) {
 		return
 	}
 	r.Remaining = avail - cost
-	*s = State{A: start, B: count + cost}
+	*s = State{A: start, B: count + cost, W: p.Window}
 }

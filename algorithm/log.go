@@ -5,6 +5,7 @@ package algorithm
 type Log struct {
 	entries []LogEntry
 	total   int64
+	window  int64 // µs the entries were admitted under; 0 while unknown
 }
 
 // LogEntry is cost N admitted at time At (µs).
@@ -14,6 +15,7 @@ type LogEntry struct{ At, N int64 }
 // but does not record the request: call Add once every policy of the
 // request has admitted it.
 func (l *Log) Take(now int64, p Params, cost int64) Result {
+	l.rewindow(p.Window)
 	l.prune(now - p.Window)
 	avail := max(p.Quota-l.total, 0)
 	r := Result{Remaining: avail}
@@ -43,10 +45,11 @@ func (l *Log) Take(now int64, p Params, cost int64) Result {
 	return r
 }
 
-// Add records cost admitted at now. A now before the newest entry (a clock
-// that stepped back) is recorded at the newest entry's time, which keeps the
-// log ordered and errs toward holding quota longer.
-func (l *Log) Add(now, cost int64) {
+// Add records cost admitted at now under p. A now before the newest entry
+// (a clock that stepped back) is recorded at the newest entry's time, which
+// keeps the log ordered and errs toward holding quota longer.
+func (l *Log) Add(now int64, p Params, cost int64) {
+	l.rewindow(p.Window)
 	l.total += cost
 	if n := len(l.entries); n > 0 && l.entries[n-1].At >= now {
 		l.entries[n-1].N += cost
@@ -57,6 +60,23 @@ func (l *Log) Add(now, cost int64) {
 
 // Len returns the number of entries held (entries in the same µs are merged).
 func (l *Log) Len() int { return len(l.entries) }
+
+// rewindow makes w the window the entries count in. An entry admitted under
+// a window w0 leaves when w0 lets it go, or sooner if w is shorter: under a
+// longer window every entry moves back by w − w0, so that it still leaves
+// at its time + w0. A lengthened window therefore never holds what was
+// spent longer than the window it was spent under. (No entry moves before
+// the epoch's first µs, which the Redis store's scores need: for windows
+// decades longer than the old, entries then stay a little longer.)
+func (l *Log) rewindow(w int64) {
+	if l.window != 0 && w > l.window && len(l.entries) > 0 {
+		d := min(w-l.window, l.entries[0].At-1)
+		for i := range l.entries {
+			l.entries[i].At -= d
+		}
+	}
+	l.window = w
+}
 
 // prune drops entries at or before cutoff, reusing the slice's storage.
 func (l *Log) prune(cutoff int64) {

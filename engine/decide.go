@@ -96,6 +96,9 @@ type Item struct {
 	ResetAfter time.Duration
 	// RetryAfter is, for a refusing limit, when the request would fit.
 	RetryAfter time.Duration
+	// FullAfter is a sliding window counter's time until its whole quota
+	// is free again (floodgate.Result.FullAfter); 0 otherwise.
+	FullAfter time.Duration
 	// Algorithm is the rate policy's (0 for a cap).
 	Algorithm floodgate.Algorithm
 }
@@ -341,7 +344,8 @@ func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, c
 
 func rateItem(r *floodgate.Result) Item {
 	return Item{Name: r.Policy.Name, Quota: r.Policy.Quota, Window: r.Policy.Window, Unit: r.Policy.Unit.String(),
-		Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, Algorithm: r.Policy.Algorithm}
+		Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, FullAfter: r.FullAfter,
+		Algorithm: r.Policy.Algorithm}
 }
 
 // slotRetry is what a refused slot tells the client to wait: a slot frees

@@ -112,7 +112,7 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 		ends[n], n = len(b), n+1
 		b = strconv.AppendInt(b, max(it.Remaining, 0), 10)
 		ends[n], n = len(b), n+1
-		b = header.AppendLegacyReset(b, now.Add(max(it.ResetAfter, it.RetryAfter)), now, f.Reset)
+		b = header.AppendLegacyReset(b, now.Add(legacyReset(it)), now, f.Reset)
 		ends[n], n = len(b), n+1
 	}
 	all := string(b)
@@ -148,6 +148,16 @@ func (f *Fields) setWarning(h map[string][]string, o *Outcome, it *Item) {
 		}
 	}
 	delete(h, header.FieldXWarning)
+}
+
+// legacyReset is X-RateLimit-Reset for it, from now: when its remaining
+// next grows (for a refusing limit, when the request fits), except for a
+// sliding window counter, when its whole quota is free again. The
+// counter's next unit comes sooner the more its window spent (a larger
+// count decays faster), so that reset would move earlier as a client
+// spends; the time it is full again never does.
+func legacyReset(it *Item) time.Duration {
+	return max(it.ResetAfter, it.RetryAfter, it.FullAfter)
 }
 
 // appendRateLimit appends the RateLimit value of o's items: each with its

@@ -389,7 +389,7 @@ func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, 
 			if n.log == nil {
 				n.log = new(algorithm.Log)
 			}
-			n.log.Add(now, c)
+			n.log.Add(now, params(p), c)
 			continue
 		}
 		n.state = pend[i].state
@@ -422,6 +422,7 @@ func setResult(res *floodgate.Result, r algorithm.Result) {
 	res.Remaining = r.Remaining
 	res.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
 	res.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
+	res.FullAfter = time.Duration(r.Full) * time.Microsecond
 }
 
 type pending struct {

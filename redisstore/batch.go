@@ -13,7 +13,7 @@ type request struct {
 	arg   []byte   // the script's argument for this request (see encode)
 	group uint32   // requests of one group may share a script call
 
-	out []int64 // 4 per policy, as the script replies
+	out []int64 // replyFields per policy, as the script replies
 	err error
 
 	state atomic.Int32  // queued, taken or abandoned

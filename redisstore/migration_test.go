@@ -202,11 +202,12 @@ func TestClusterMigrationSpendsOnce(t *testing.T) {
 	}
 }
 
-// unpackState decodes a two-field state as the script writes it.
+// unpackState decodes the first two fields of a fixed window's state as
+// the script writes it: start, count and window, three packed doubles.
 func unpackState(t *testing.T, v []byte) (a, b int64) {
 	t.Helper()
-	if len(v) != 16 {
-		t.Fatalf("state %q is not two packed doubles", v)
+	if len(v) != 24 {
+		t.Fatalf("state %q is not three packed doubles", v)
 	}
 	return int64(math.Float64frombits(binary.BigEndian.Uint64(v))), int64(math.Float64frombits(binary.BigEndian.Uint64(v[8:])))
 }

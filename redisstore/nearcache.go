@@ -88,6 +88,7 @@ func (c *nearCache) answer(tag string, policies []floodgate.Policy, cost floodga
 	elapsed := max(now.Sub(d.at), 0)
 	for i, r := range d.results {
 		r.ResetAfter = max(r.ResetAfter-elapsed, 0)
+		r.FullAfter = max(r.FullAfter-elapsed, 0)
 		if !r.Allowed {
 			r.RetryAfter -= elapsed // > 0: now < until ≤ at + RetryAfter
 		}

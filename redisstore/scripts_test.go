@@ -1,6 +1,9 @@
 package redisstore
 
 import (
+	"context"
+	"math/big"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"testing"
@@ -45,6 +48,50 @@ func TestWireCodes(t *testing.T) {
 		}
 		if lua[code] != loader[a] {
 			t.Errorf("dispatch.lua WIRE[%d] = %q, want %q (%v)", code, lua[code], loader[a], a)
+		}
+	}
+}
+
+// TestMulDivExact runs the script's muldiv on the server for products far
+// beyond 2^53, where doubles lose units, and compares it with big-integer
+// arithmetic: floor(a·b/c) and the remainder, exactly.
+func TestMulDivExact(t *testing.T) {
+	rdb := standaloneClient(t)
+	const top = 1 << 53
+	rng := rand.New(rand.NewPCG(5, 8))
+	cases := [][3]int64{{0, 5, 7}, {5, 0, 7}, {top - 1, top - 1, top - 1}, {top - 1, 1, top}, {top - 1, top - 2, top - 1}, {1, 1, 1}, {3, 7, 2}}
+	for len(cases) < 2000 {
+		c := 1 + rng.Int64N(int64(1)<<rng.IntN(54))
+		a := rng.Int64N(int64(1) << rng.IntN(54))
+		most := new(big.Int).Mul(big.NewInt(top-1), big.NewInt(c)) // a·b < top·c keeps the quotient below 2^53
+		if a > 0 {
+			most.Quo(most, big.NewInt(a))
+		}
+		if !most.IsInt64() || most.Int64() > top {
+			most.SetInt64(top)
+		}
+		cases = append(cases, [3]int64{a, rng.Int64N(most.Int64() + 1), c})
+	}
+	args := make([]any, 0, 3*len(cases))
+	for _, c := range cases {
+		args = append(args, c[0], c[1], c[2])
+	}
+	src := luaCode + `floor, max = math.floor, math.max
+local out = {}
+for i = 1, #ARGV, 3 do
+  local q, r = muldiv(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))
+  out[#out + 1], out[#out + 2] = q, r
+end
+return out
+`
+	got, err := rdb.Eval(context.Background(), src, nil, args...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		q, r := new(big.Int).QuoRem(new(big.Int).Mul(big.NewInt(c[0]), big.NewInt(c[1])), big.NewInt(c[2]), new(big.Int))
+		if got[2*i] != q.Int64() || got[2*i+1] != r.Int64() {
+			t.Errorf("muldiv(%d, %d, %d) = %d, %d; want %d, %d", c[0], c[1], c[2], got[2*i], got[2*i+1], q, r)
 		}
 	}
 }

@@ -239,12 +239,13 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 	}
 	denied := false
 	for i := range policies {
-		o := r.out[4*i:]
+		o := r.out[replyFields*i:]
 		results[i] = floodgate.Result{
 			Allowed:    o[0] == 1,
 			Remaining:  o[1],
 			ResetAfter: time.Duration(o[2]) * time.Microsecond,
 			RetryAfter: time.Duration(o[3]) * time.Microsecond,
+			FullAfter:  time.Duration(o[4]) * time.Microsecond,
 		}
 		denied = denied || o[0] != 1
 	}
@@ -550,13 +551,17 @@ func evalCmd(ctx context.Context, verb, body string, slack int64, group []*reque
 
 var errShortReply = errors.New("redisstore: script reply has the wrong length")
 
+// replyFields is how many numbers the script replies per policy: allowed,
+// remaining, reset after, retry after and full after (dispatch.lua).
+const replyFields = 5
+
 // deliver hands each request of group its part of cmd's reply.
 func deliver(group []*request, cmd *redis.IntSliceCmd) {
 	vals, err := cmd.Result()
 	if err == nil {
 		n := 0
 		for _, r := range group {
-			n += 4 * len(r.keys)
+			n += replyFields * len(r.keys)
 		}
 		if len(vals) != n {
 			err = errShortReply
@@ -567,7 +572,7 @@ func deliver(group []*request, cmd *redis.IntSliceCmd) {
 			r.err = err
 			continue
 		}
-		n := 4 * len(r.keys)
+		n := replyFields * len(r.keys)
 		r.out, vals = vals[:n:n], vals[n:]
 	}
 }

@@ -43,8 +43,9 @@ func gcraRaise(t *testing.T, newStore NewStore) {
 
 // raise plays the same random history on two keys under one policy, then
 // asks about one more request under the policy on one key and under a
-// raised copy (quota and burst at least as large) on the other: whatever
-// the old policy admits, the raised one admits, leaving at least as much.
+// raised copy (capacity at least as large, rate at least as high, under
+// the same window or another) on the other: whatever the old policy
+// admits, the raised one admits, leaving at least as much.
 func raise(t *testing.T, newStore NewStore) {
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
@@ -59,15 +60,13 @@ func raise(t *testing.T, newStore NewStore) {
 				}
 				return res[0]
 			}
-			for trial := range 40 {
+			for trial := range 60 {
 				q := 1 + rng.Int64N(20)
 				old := pol("p", a, q, time.Duration(1+rng.Int64N(10))*s, 0)
-				raised := old
-				raised.Quota += rng.Int64N(5 * q)
 				if a == floodgate.TokenBucket || a == floodgate.GCRA {
 					old.Burst = 1 + rng.Int64N(2*q)
-					raised.Burst = old.Burst + rng.Int64N(3*old.Burst)
 				}
+				raised := raiseOf(rng, old)
 				ka, kb := fmt.Sprintf("a%d", trial), fmt.Sprintf("b%d", trial)
 				gap := old.Window / time.Duration(q)
 				for range rng.IntN(20) {
@@ -80,9 +79,34 @@ func raise(t *testing.T, newStore NewStore) {
 				cost := rng.Int64N(old.Capacity() + 1)
 				ra, rb := take(ka, cost, old), take(kb, cost, raised)
 				if ra.Allowed && (!rb.Allowed || rb.Remaining < ra.Remaining) || !ra.Allowed && !rb.Allowed && rb.Remaining < ra.Remaining {
-					t.Fatalf("trial %d, %+v raised to quota %d burst %d, cost %d: old %+v, raised %+v", trial, old, raised.Quota, raised.Burst, cost, ra, rb)
+					t.Fatalf("trial %d, %+v raised to %+v, cost %d: old %+v, raised %+v", trial, old, raised, cost, ra, rb)
 				}
 			}
 		})
 	}
+}
+
+// raiseOf returns a random raise of old: a capacity at least as large and
+// a rate at least as high, under old's window half the time, else under
+// one of 1 to 10 s (whole seconds, or any µs) of its own.
+func raiseOf(rng *rand.Rand, old floodgate.Policy) floodgate.Policy {
+	raised := old
+	switch rng.IntN(4) {
+	case 0:
+		raised.Window = time.Duration(1+rng.Int64N(10)) * s
+	case 1:
+		raised.Window = time.Duration(1+rng.Int64N(10*int64(s/time.Microsecond))) * time.Microsecond
+	}
+	w0, w := old.Window.Microseconds(), raised.Window.Microseconds()
+	raised.Quota = max(old.Quota, (old.Quota*w+w0-1)/w0) // the least raise: q·w/w0, rounded up
+	if rng.IntN(3) > 0 {
+		raised.Quota += rng.Int64N(5 * old.Quota)
+	}
+	if old.Burst > 0 {
+		raised.Burst = old.Burst
+		if rng.IntN(3) > 0 {
+			raised.Burst += rng.Int64N(3 * old.Burst)
+		}
+	}
+	return raised
 }

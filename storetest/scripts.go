@@ -63,19 +63,23 @@ func scripts() []script {
 		}},
 		{name: "SlidingWindowCounter", policies: counter, steps: []step{
 			// t is when one more unit fits: in the next window, where
-			// 10·(1000−e″)/1000 + 1 ≤ 10 at e″ = 100 ms.
-			{at: 500 * ms, cost: 10, want: []want{ok(0, 600*ms)}},
-			{at: 600 * ms, cost: 1, want: []want{deny(0, 500*ms, 500*ms)}},
-			// 1 s + 99 ms: estimate 10·0.901 = 9.01, so still no room.
-			{at: 1099 * ms, cost: 1, want: []want{deny(0, ms, ms)}},
-			// 9 + 1 = 10; the next unit once 10·(1000−e′)/1000 ≤ 8, at e′ = 200 ms.
-			{at: 1100 * ms, cost: 1, want: []want{ok(0, 100*ms)}},
-			{at: 1200 * ms, cost: 1, want: []want{ok(0, 100*ms)}}, // 8 + 2 = 10
+			// 10·(1000−e″)/1000 + 1 ≤ 10 at e″ = 100 ms. The quota is all
+			// free again (full) once the count has decayed as the
+			// previous window's: at the end of the next window, 2 s.
+			{at: 500 * ms, cost: 10, want: []want{ok(0, 600*ms).full(1500 * ms)}},
+			{at: 600 * ms, cost: 1, want: []want{deny(0, 500*ms, 500*ms).full(1400 * ms)}},
+			// 1 s + 99 ms: estimate 10·0.901 = 9.01, so still no room; the
+			// 10 are gone at this window's end, 2 s.
+			{at: 1099 * ms, cost: 1, want: []want{deny(0, ms, ms).full(901 * ms)}},
+			// 9 + 1 = 10; the next unit once 10·(1000−e′)/1000 ≤ 8, at e′ =
+			// 200 ms; full at the next window's end, 3 s.
+			{at: 1100 * ms, cost: 1, want: []want{ok(0, 100*ms).full(1900 * ms)}},
+			{at: 1200 * ms, cost: 1, want: []want{ok(0, 100*ms).full(1800 * ms)}}, // 8 + 2 = 10
 			// 7.5 + 2 = 9.5: c fits once 10·(1000−e′)/1000 ≤ 10−1−2, at e′ = 300 ms.
-			{at: 1250 * ms, cost: 1, want: []want{deny(0, 50*ms, 50*ms)}},
+			{at: 1250 * ms, cost: 1, want: []want{deny(0, 50*ms, 50*ms).full(1750 * ms)}},
 			// 4 + 2 = 6 used; a fifth unit once 10·(1000−e′)/1000 ≤ 3, at 700 ms.
-			{at: 1600 * ms, cost: 0, want: []want{ok(4, 100*ms)}},
-			{at: 1600 * ms, cost: 4, want: []want{ok(0, 100*ms)}},
+			{at: 1600 * ms, cost: 0, want: []want{ok(4, 100*ms).full(1400 * ms)}},
+			{at: 1600 * ms, cost: 4, want: []want{ok(0, 100*ms).full(1400 * ms)}},
 			{at: 3 * s, cost: 0, want: []want{ok(10, 0)}}, // two windows on: both counters gone
 			{at: 3 * s, cost: 11, err: floodgate.ErrCostExceedsQuota},
 		}},

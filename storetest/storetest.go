@@ -71,6 +71,7 @@ type want struct {
 	remaining  int64
 	resetAfter time.Duration
 	retryAfter time.Duration
+	fullAfter  time.Duration // the sliding window counter's; 0 for the others
 }
 
 func ok(remaining int64, reset time.Duration) want {
@@ -80,6 +81,9 @@ func ok(remaining int64, reset time.Duration) want {
 func deny(remaining int64, reset, retry time.Duration) want {
 	return want{remaining: remaining, resetAfter: reset, retryAfter: retry}
 }
+
+// full is w with a sliding window counter's FullAfter.
+func (w want) full(d time.Duration) want { w.fullAfter = d; return w }
 
 type script struct {
 	name     string
@@ -111,6 +115,9 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Identity", func(t *testing.T) { identity(t, newStore) })
 	t.Run("GCRARaise", func(t *testing.T) { gcraRaise(t, newStore) })
 	t.Run("Raise", func(t *testing.T) { raise(t, newStore) })
+	t.Run("WindowRaise", func(t *testing.T) { windowRaise(t, newStore) })
+	t.Run("PolicyChanges", func(t *testing.T) { policyChanges(t, newStore) })
+	t.Run("LogBeyondEpoch", func(t *testing.T) { logBeyondEpoch(t, newStore) })
 	t.Run("Wait", func(t *testing.T) { wait(t, newStore) })
 }
 
@@ -141,11 +148,11 @@ func play(t *testing.T, newStore NewStore, sc script) {
 		}
 		for j, w := range stp.want {
 			r := res[j]
-			got := want{r.Allowed, r.Remaining, r.ResetAfter, r.RetryAfter}
+			got := want{r.Allowed, r.Remaining, r.ResetAfter, r.RetryAfter, r.FullAfter}
 			if got != w {
-				t.Errorf("%s policy %s:\n got  allowed=%v remaining=%d reset=%v retry=%v\n want allowed=%v remaining=%d reset=%v retry=%v",
-					where, sc.policies[j].Name, got.allowed, got.remaining, got.resetAfter, got.retryAfter,
-					w.allowed, w.remaining, w.resetAfter, w.retryAfter)
+				t.Errorf("%s policy %s:\n got  allowed=%v remaining=%d reset=%v retry=%v full=%v\n want allowed=%v remaining=%d reset=%v retry=%v full=%v",
+					where, sc.policies[j].Name, got.allowed, got.remaining, got.resetAfter, got.retryAfter, got.fullAfter,
+					w.allowed, w.remaining, w.resetAfter, w.retryAfter, w.fullAfter)
 			}
 		}
 	}

@@ -1,6 +1,18 @@
 -- The arithmetic the token bucket and GCRA share, on the debt
 -- d = (capacity - tokens) * W in scaled units (see package algorithm).
 
+-- rescale reads debt d, in units * w0 (the window it was written under; 0
+-- when not kept), in the policy's window w: ceil(d * w / w0), the same
+-- units owed (algorithm.rescale). A debt of the whole capacity or more
+-- reads as an empty bucket, which keeps the product below 2^53.
+local function rescale(d, w0, cap, w)
+  if w0 == 0 or w0 == w or d <= 0 then return d end
+  if idiv(d, w0) >= cap then return cap * w end
+  local q, r = muldiv(d, w, w0)
+  if r > 0 then q = q + 1 end
+  return q
+end
+
 -- next_unit is the time (µs) until the next whole unit accrues; 0 when full.
 local function next_unit(debt, full, q, w)
   if debt <= 0 then return 0 end

@@ -8,8 +8,9 @@
 -- 8 + 33 bytes per policy, decoded by one unpack each.
 -- KEYS: per request, its policy keys in the same order.
 -- Reply: per request and policy: allowed (1/0), remaining, reset after (µs),
--- retry after (µs). When a request is denied, a policy that would have
--- admitted it reports its remaining before the cost.
+-- retry after (µs), full after (µs; the sliding counter's, else 0). When a
+-- request is denied, a policy that would have admitted it reports its
+-- remaining before the cost.
 
 -- WIRE maps each algorithm's wire code to its loader. The codes are part of
 -- the protocol between the Go store and this code (wireCode in store.go,
@@ -74,30 +75,32 @@ local function decide(KEYS, ARGV)
     for i = 1, p do
       if COST[i] > 0 then peek = false end
     end
-    -- take returns the decision and, when it admits a cost, the write to
-    -- make: state fields a, b, c, expiry, keep-TTL flag. The writes wait
+    -- take returns the decision (allowed, remaining, reset, retry, full)
+    -- and, when it admits a cost, the write to
+    -- make: state fields a, b, c, expiry, keep-TTL flag (the window is the
+    -- policy's, passed to the commit as its last argument). The writes wait
     -- until every policy of the request has admitted it (all or nothing).
     local base, ok = o, true
     for i = 1, p do
       local code, cost = ALG[i], COST[i]
       local take = TAKE[code] or algorithm(code)
       if not take then return redis.error_reply('floodgate: unknown algorithm code ' .. code) end
-      local allowed, rem, reset, retry
-      allowed, rem, reset, retry, SA[i], SB[i], SC[i], EXP[i], KEEP[i] = take(KEYS[k + i], now, Q[i], CAP[i], W[i], cost)
+      local allowed, rem, reset, retry, full
+      allowed, rem, reset, retry, full, SA[i], SB[i], SC[i], EXP[i], KEEP[i] = take(KEYS[k + i], now, Q[i], CAP[i], W[i], cost)
       if cost == 0 and not peek then allowed, retry = 1, 0 end
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, rem, reset, retry
-      o = o + 4
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, full
+      o = o + 5
       ok = ok and allowed == 1
     end
     if ok then
       for i = 1, p do
         if COST[i] > 0 then
-          COMMIT[ALG[i]](KEYS[k + i], now, COST[i], SA[i], SB[i], SC[i], EXP[i], KEEP[i])
+          COMMIT[ALG[i]](KEYS[k + i], now, COST[i], SA[i], SB[i], SC[i], EXP[i], KEEP[i], W[i])
         end
       end
     else
       for i = 1, p do
-        local j = base + 4 * (i - 1)
+        local j = base + 5 * (i - 1)
         if out[j + 1] == 1 then out[j + 2] = out[j + 2] + COST[i] end
       end
     end

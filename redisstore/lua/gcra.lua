@@ -1,22 +1,22 @@
--- GCRA: state (A, B, C), the theoretical arrival time TAT = A + B/C µs with
--- B < C, C the quota it was computed for (absent in older states: the
--- current quota), expiring at the TAT.
+-- GCRA: state (A, B, C, W), the theoretical arrival time TAT = A + B/C µs
+-- with B < C, C the quota and W the window it was computed for (absent in
+-- older states: the policy's), expiring at the TAT.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function gcra()
   local function take(key, now, q, cap, w, cost)
-    local _, sa, sb, sc = load(key)
+    local _, sa, sb, sc, sw = load(key, true)
     if sc == 0 then sc = q end
     local debt = 0
-    if sa > now or (sa == now and sb > 0) then debt = (sa - now) * sc + sb end
+    if sa > now or (sa == now and sb > 0) then debt = rescale((sa - now) * sc + sb, sw, cap, w) end
     local ok, rem, reset, retry, after = bucket(debt, q, cap, w, cost)
     if ok == 1 and cost > 0 then
       local whole = idiv(after, q)
       local ta, tb = now + whole, after - whole * q
       local exp = ta
       if tb > 0 then exp = ta + 1 end
-      return ok, rem, reset, retry, ta, tb, q, exp
+      return ok, rem, reset, retry, 0, ta, tb, q, exp
     end
-    return ok, rem, reset, retry
+    return ok, rem, reset, retry, 0
   end
   return take, put
 end

@@ -28,27 +28,62 @@ local function ceildiv(a, b) return idiv(a + b - 1, b) end
 
 local function mod(a, b) return a - idiv(a, b) * b end
 
--- A state is stored as two or three big-endian doubles (16 or 24 bytes):
--- the algorithm package's State fields, each an integer below 2^53, so
--- exact. Packing and unpacking cost a fraction of formatting and parsing
--- decimal text. A value in the decimal form "A:B" or "A:B:C" of earlier
--- versions (it starts with a digit or '-', which a packed non-negative
--- integer never does: its first byte is 0x00 or 0x3F-0x43) is still read.
-local function load(key)
+-- muldiv is floor(a * b / c) and a * b mod c, exactly, for integers a, b
+-- >= 0 and c > 0 whose quotient is below 2^53; a * b itself may not be,
+-- and doubles past 2^53 lose units. With a = qa*c + ra and b = qb*c + rb,
+-- a*b/c = qa*b + ra*qb + ra*rb/c, where the first two products are below
+-- the quotient; ra*rb/c, of two numbers below c, is built over rb's bits
+-- (double, then add ra, each reduced mod c), so that no intermediate
+-- value exceeds 2c and every step is exact.
+local function muldiv(a, b, c)
+  local qa, qb = idiv(a, c), idiv(b, c)
+  local ra, rb = a - qa * c, b - qb * c
+  local q, r, bit = 0, 0, 1
+  while bit * 2 <= rb do bit = bit * 2 end
+  while bit >= 1 do
+    q, r = 2 * q, 2 * r
+    if r >= c then q, r = q + 1, r - c end
+    if rb >= bit then
+      rb = rb - bit
+      if r >= c - ra then q, r = q + 1, r - (c - ra) else r = r + ra end
+    end
+    bit = bit / 2
+  end
+  return qa * b + ra * qb + q, r
+end
+
+-- A state is stored as big-endian doubles: the algorithm package's State
+-- fields A, B, C and W (the window it was written under), each an integer
+-- below 2^53, so exact; algorithms without a C (fixed window, token
+-- bucket) store A, B and W (24 bytes), the others all four (32 bytes).
+-- Packing and unpacking cost a fraction of formatting and parsing decimal
+-- text. Earlier versions wrote A and B (16 bytes), or A, B and C (24 bytes,
+-- for the algorithms with a C), or the decimal form "A:B" or "A:B:C" (it
+-- starts with a digit or '-', which a packed non-negative integer never
+-- does: its first byte is 0x00 or 0x3F-0x43); these are still read, with
+-- the fields they lack 0 (W = 0: the policy's window). load returns
+-- whether the key exists, then A, B, C and W; has_c says whether the
+-- algorithm keeps a C.
+local function load(key, has_c)
   local v = call('GET', key)
-  if not v then return false, 0, 0, 0 end
+  if not v then return false, 0, 0, 0, 0 end
   local first = byte(v, 1)
   if first == 45 or (first >= 48 and first <= 57) then
     local a, b, c = match(v, '^(%-?%d+):(%-?%d+):?(%-?%d*)$')
-    if a then return true, tonumber(a), tonumber(b), tonumber(c) or 0 end
-    return false, 0, 0, 0
+    if a then return true, tonumber(a), tonumber(b), tonumber(c) or 0, 0 end
+    return false, 0, 0, 0, 0
+  end
+  if #v == 32 then
+    local a, b, c, w = unpack('>dddd', v)
+    return true, a, b, c, w
   end
   if #v == 24 then
-    local a, b, c = unpack('>ddd', v)
-    return true, a, b, c
+    local a, b, x = unpack('>ddd', v)
+    if has_c then return true, a, b, x, 0 end
+    return true, a, b, 0, x
   end
   local a, b = unpack('>dd', v)
-  return true, a, b, 0
+  return true, a, b, 0, 0
 end
 
 -- ttl converts the absolute expiry exp (µs) of a state into PX
@@ -66,11 +101,12 @@ local function ttl(exp, now) return max(ceildiv(exp - now, 1000), 1) + slack end
 local function int(x) return format('%.0f', x) end
 
 -- put is the commit of the algorithms kept in a string: it writes the state
--- (a, b), or (a, b, c) when c is given; keep keeps the key's TTL (KEEPTTL)
--- instead of setting it to expire at exp. The cost is not needed.
-local function put(key, now, _, a, b, c, exp, keep)
+-- (a, b, c, w), or (a, b, w) when c is nil, w the policy's window; keep
+-- keeps the key's TTL (KEEPTTL) instead of setting it to expire at exp.
+-- The cost is not needed.
+local function put(key, now, _, a, b, c, exp, keep, w)
   local v
-  if c then v = pack('>ddd', a, b, c) else v = pack('>dd', a, b) end
+  if c then v = pack('>dddd', a, b, c, w) else v = pack('>ddd', a, b, w) end
   if keep then
     call('SET', key, v, 'KEEPTTL')
   else

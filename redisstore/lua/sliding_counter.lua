@@ -1,6 +1,6 @@
--- Sliding window counter (A3): state (start, curr, prev). The expiry,
--- start + 2W, moves only when a new window starts; within a window the TTL
--- is kept.
+-- Sliding window counter (A3): state (start, curr, prev, window). The
+-- expiry, start + 2W, moves only when a new window starts; within a window
+-- the TTL is kept.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function sliding_counter()
   -- The exact wait (µs) from e until c units fit; algorithm.counterWait.
@@ -13,28 +13,46 @@ local function sliding_counter()
     return w - e + w - idiv((q - c) * w, curr)
   end
 
-  local function take(key, now, q, cap, w, cost)
-    local found, sa, sb, sc = load(key)
-    local start = now - mod(now, w)
+  -- counters reads the state at now: the start of the policy's current
+  -- window, its two counters, and whether the state is of that window. A
+  -- state written under another window counts what its estimate still
+  -- holds, rounded up (at most q), in the current window (algorithm.counters).
+  local function counters(key, now, q, w)
+    local found, sa, sb, sc, sw = load(key, true)
+    if sw == 0 then sw = w end
+    local start = now - mod(now, sw)
     local prev, curr, same = 0, 0, false
     if found and sa >= start then
       start, curr, prev, same = sa, sb, sc, true
-    elseif found and sa == start - w then
+    elseif found and sa == start - sw then
       prev = sb
     end
+    if sw == w then return start, curr, prev, same end
+    local held = curr + ceildiv(prev * (sw - max(now - start, 0)), sw)
+    if held > q then held = q end
+    return now - mod(now, w), held, 0, false
+  end
+
+  local function take(key, now, q, cap, w, cost)
+    local start, curr, prev, same = counters(key, now, q, w)
     local e = max(now - start, 0)
     local used = prev * (w - e) + curr * w
     local avail = max(idiv(q * w - used, w), 0)
     local c = max(cost, 1)
     if c > avail then
-      return 0, avail, counter_wait(avail + 1, prev, curr, e, q, w), counter_wait(c, prev, curr, e, q, w)
+      return 0, avail, counter_wait(avail + 1, prev, curr, e, q, w), counter_wait(c, prev, curr, e, q, w),
+        counter_wait(q, prev, curr, e, q, w)
     end
-    -- ResetAfter: when the next unit after this request frees.
+    -- ResetAfter: when the next unit after this request frees; full: when
+    -- the whole quota is (algorithm.Result.Full).
     local rem = avail - cost
-    local reset = 0
-    if rem < q then reset = counter_wait(rem + 1, prev, curr + cost, e, q, w) end
-    if cost == 0 then return 1, avail, reset, 0 end
-    return 1, rem, reset, 0, start, curr + cost, prev, start + 2 * w, same
+    local reset, full = 0, 0
+    if rem < q then
+      reset = counter_wait(rem + 1, prev, curr + cost, e, q, w)
+      full = counter_wait(q, prev, curr + cost, e, q, w)
+    end
+    if cost == 0 then return 1, avail, reset, 0, full end
+    return 1, rem, reset, 0, full, start, curr + cost, prev, start + 2 * w, same
   end
   return take, put
 end

@@ -1,25 +1,65 @@
 -- Sliding window log (A2). A sorted set holds one member per microsecond
 -- that admitted something, scored by that time and named "<time>" for a
 -- cost of 1 or "<time>:<cost>" otherwise: requests within one microsecond
--- are merged into one member, so members never collide. The member "n" is
--- scored minus the total cost held (below every time), so no call has to
--- sum the log; rank 1 is then the oldest entry.
+-- are merged into one member, so members never collide. The member
+-- "n<window>" is scored minus the total cost held (below every time), so
+-- no call has to sum the log, and names the window (µs) the entries were
+-- admitted under; rank 1 is then the oldest entry. Earlier versions named
+-- it "n", without the window, which is then taken to be the policy's.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function sliding_log()
   local function log_cost(m) return tonumber(match(m, ':(%d+)$')) or 1 end
 
+  local function entry(at, n)
+    if n == 1 then return int(at) end
+    return int(at) .. ':' .. int(n)
+  end
+
+  -- rewindow makes w the window of the log at key, whose entries were
+  -- admitted under w0 and whose total members (one, or "n" beside it from
+  -- an earlier version) are named in sp: under a longer window every entry
+  -- moves back by w - w0 (never before the epoch's first µs), and is
+  -- renamed after its new time, so that it still leaves at its time + w0
+  -- (algorithm.Log.rewindow).
+  local function rewindow(key, sp, total, w0, w)
+    local es = {}
+    if w > w0 then es = call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES') end
+    if #es > 0 then
+      local d = w - w0
+      if tonumber(es[2]) - 1 < d then d = tonumber(es[2]) - 1 end
+      call('ZREMRANGEBYSCORE', key, '(0', '+inf')
+      for j = 1, #es, 2 do
+        local at = tonumber(es[j + 1]) - d
+        call('ZADD', key, int(at), entry(at, log_cost(es[j])))
+      end
+    end
+    for j = 1, #sp, 2 do call('ZREM', key, sp[j]) end
+    call('ZADD', key, int(-total), 'n' .. int(w))
+  end
+
+  -- total_of reads the log at key in window w: the total cost its entries
+  -- hold, after moving them to w if it is not their window.
+  local function total_of(key, w)
+    local sp = call('ZRANGEBYSCORE', key, '-inf', '(0', 'WITHSCORES')
+    local total, w0 = 0, w
+    for j = 1, #sp, 2 do
+      total = total - tonumber(sp[j + 1])
+      w0 = tonumber(match(sp[j], '^n(%d+)$')) or w0
+    end
+    if #sp > 2 or (#sp == 2 and sp[1] ~= 'n' .. int(w)) then rewindow(key, sp, total, w0, w) end
+    return total
+  end
+
   local function take(key, now, q, cap, w, cost)
-    local total = 0
-    local n = call('ZSCORE', key, 'n')
-    if n then
-      total = -tonumber(n)
+    local total = total_of(key, w)
+    if total > 0 then
       local cutoff = int(now - w)
       local old = call('ZRANGEBYSCORE', key, '(0', cutoff)
       if #old > 0 then
         for j = 1, #old do total = total - log_cost(old[j]) end
         if total > 0 then
           call('ZREMRANGEBYSCORE', key, '(0', cutoff)
-          call('ZADD', key, int(-total), 'n')
+          call('ZADD', key, int(-total), 'n' .. int(w))
         else
           call('DEL', key)
           total = 0
@@ -45,18 +85,18 @@ local function sliding_log()
         end
         from = from + 64
       end
-      return 0, avail, reset, retry
+      return 0, avail, reset, retry, 0
     end
-    if cost == 0 then return 1, avail, reset, 0 end
+    if cost == 0 then return 1, avail, reset, 0, 0 end
     if total == 0 then reset = w end
-    return 1, avail - cost, reset, 0, nil, total, w
+    return 1, avail - cost, reset, 0, 0, nil, total, w
   end
 
   -- held is the total cost in the log before this request; w the window.
   local function commit(key, now, cost, _, held, w)
     local at, n = now, cost
     local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if last[1] and last[1] ~= 'n' then
+    if last[1] and tonumber(last[2]) > 0 then
       local la = tonumber(last[2])
       -- A clock that stepped back records at the newest entry's time, as the
       -- algorithm package does.
@@ -65,9 +105,7 @@ local function sliding_log()
         call('ZREM', key, last[1])
       end
     end
-    local member = int(at)
-    if n ~= 1 then member = member .. ':' .. int(n) end
-    call('ZADD', key, int(-(held + cost)), 'n', int(at), member)
+    call('ZADD', key, int(-(held + cost)), 'n' .. int(w), int(at), entry(at, n))
     call('PEXPIRE', key, ttl(at + w, now))
   end
   return take, commit

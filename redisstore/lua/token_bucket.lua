@@ -1,11 +1,11 @@
--- Token bucket (A4): state (last update, debt), expiring when the bucket is
--- full again.
+-- Token bucket (A4): state (last update, debt, window), expiring when
+-- the bucket is full again.
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function token_bucket()
   local function take(key, now, q, cap, w, cost)
-    local _, sa, sb = load(key)
+    local _, sa, sb, _, sw = load(key, false)
     local t = max(now, sa) -- a clock that stepped back refills nothing
-    local debt = sb
+    local debt = rescale(sb, sw, cap, w) -- at the last update
     local e = t - sa
     if e >= ceildiv(debt, q) then
       debt = 0
@@ -19,9 +19,9 @@ local function token_bucket()
       if retry > 0 then retry = retry + d end
     end
     if ok == 1 and cost > 0 then
-      return ok, rem, reset, retry, t, after, nil, t + ceildiv(after, q)
+      return ok, rem, reset, retry, 0, t, after, nil, t + ceildiv(after, q)
     end
-    return ok, rem, reset, retry
+    return ok, rem, reset, retry, 0
   end
   return take, put
 end
