@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/storetest"
 )
@@ -30,8 +31,7 @@ type row struct {
 // store with an injected clock, under a policy of 5 per minute of a.
 func timeline(t *testing.T, a floodgate.Algorithm) []row {
 	clock := storetest.NewClock(storetest.Epoch)
-	st := memorystore.New(memorystore.WithClock(clock.Now))
-	t.Cleanup(func() { st.Close() })
+	st := testkit.Memory(t, memorystore.WithClock(clock.Now))
 	p := policy("api", a, 5, time.Minute)
 	if a == floodgate.TokenBucket || a == floodgate.GCRA {
 		p.Burst = 5
