@@ -23,7 +23,7 @@ func sendTimes(t *testing.T, gets int, answer func(r *http.Request, n int) (*htt
 		sends = append(sends, clk.Now())
 		return answer(r, len(sends)-1)
 	})
-	tr := NewTransport(base, append(virtual(clk), opts...)...)
+	tr := newTestTransport(t, base, append(virtual(clk), opts...)...)
 	hc := &http.Client{Transport: tr}
 	for range gets {
 		if resp, err := hc.Get("https://api.example/x"); err == nil {
@@ -84,7 +84,7 @@ func (c *closeRecorder) Close() error { c.closed = true; return nil }
 func TestBodyClosedWhenNotSent(t *testing.T) {
 	clk := newFakeClock()
 	sent := false
-	tr := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+	tr := newTestTransport(t, rtFunc(func(r *http.Request) (*http.Response, error) {
 		sent = true
 		return respond(r, 200, "ok"), nil
 	}), virtual(clk)...)
@@ -122,7 +122,7 @@ func (b *stalledBody) Close() error { b.once.Do(func() { close(b.closed) }); ret
 // second, with the body whole for the caller.
 func TestStalledProblemBody(t *testing.T) {
 	body := &stalledBody{first: strings.NewReader(`{"type":"about:bl`), closed: make(chan struct{})}
-	tr := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+	tr := newTestTransport(t, rtFunc(func(r *http.Request) (*http.Response, error) {
 		resp := respond(r, 404, "", "Content-Type: application/problem+json")
 		resp.Body, resp.ContentLength = body, -1
 		return resp, nil
@@ -192,7 +192,7 @@ func TestPolicyStateBounded(t *testing.T) {
 // jitter included, never sleeps longer than the maximum wait.
 func TestTransportErrorWaitClamped(t *testing.T) {
 	clk := newFakeClock()
-	tr := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+	tr := newTestTransport(t, rtFunc(func(r *http.Request) (*http.Response, error) {
 		return nil, errors.New("connection reset")
 	}), append(virtual(clk), WithMaxWait(time.Second), WithBackoff(time.Second), WithRandom(func() float64 { return 0.99 }))...)
 	req, _ := http.NewRequest("GET", "https://api.example/x", nil)

@@ -3,7 +3,10 @@
 // sends, without letting wrong or hostile values push it into a flood
 // (REQUIREMENTS C1–C8; draft-ietf-httpapi-ratelimit-headers-11 §7, §8).
 //
-//	c := client.New(client.WithRate(20, 5), client.WithMaxWait(30*time.Second))
+//	c, err := client.New(client.WithRate(20, 5), client.WithMaxWait(30*time.Second))
+//	if err != nil {
+//		return err // an option out of range: the error names it and its value
+//	}
 //	resp, err := c.Get("https://api.example.com/items")
 //
 // What it reads (C1), through package header: RateLimit and
@@ -44,5 +47,7 @@
 //   - One audit record per observation through log/slog (C8).
 //
 // Probe backs the `floodgate probe URL` command. docs/CLIENT.md describes
-// every option with its default and unit.
+// every option with its default, unit and range; an option out of range
+// makes New and NewTransport return an error wrapping
+// floodgate.ErrInvalidOption.
 package client

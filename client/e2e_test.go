@@ -68,7 +68,7 @@ func runE2E(t *testing.T, n int, quota int64, window time.Duration, alg floodgat
 		}
 		return resp, err
 	})
-	hc := &http.Client{Transport: NewTransport(counting, opts...)}
+	hc := &http.Client{Transport: newTestTransport(t, counting, opts...)}
 	begin := now()
 	for i := range n {
 		if resp := get(t, hc, srv.URL+"/items"); resp.StatusCode != 200 {

@@ -156,7 +156,7 @@ func TestEfficiency(t *testing.T) {
 					l := newLimited(t, clock, p, start.Add(d))
 					switch who {
 					case "client":
-						hc := &http.Client{Transport: NewTransport(l, virtual(clock)...)}
+						hc := &http.Client{Transport: newTestTransport(t, l, virtual(clock)...)}
 						for clock.Now().Before(l.end) {
 							get(t, hc, "http://api.example/items")
 						}
@@ -186,7 +186,7 @@ func TestProbeAdvice(t *testing.T) {
 			clock.Sleep(t.Context(), at)
 			l := newLimited(t, clock, p, clock.Now())
 			var out strings.Builder
-			if err := Probe(t.Context(), &http.Client{Transport: NewTransport(l, virtual(clock)...)}, "http://api.example/items", &out); err != nil {
+			if err := Probe(t.Context(), &http.Client{Transport: newTestTransport(t, l, virtual(clock)...)}, "http://api.example/items", &out); err != nil {
 				t.Fatal(err)
 			}
 			_, rest, _ := strings.Cut(out.String(), "next: send at most one request every ")

@@ -1,12 +1,14 @@
 package client_test
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"time"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/client"
 )
 
@@ -34,7 +36,7 @@ func ExampleNew() {
 	auditLogger := slog.New(slog.DiscardHandler)
 	url := srv.URL + "/items"
 
-	c := client.New(
+	c, err := client.New(
 		client.WithRate(20, 5),             // at most 20 requests/s, bursts of 5, whatever the server says
 		client.WithConcurrency(4),          // at most 4 in flight
 		client.WithMaxWait(30*time.Second), // no single sleep longer than this
@@ -42,6 +44,10 @@ func ExampleNew() {
 		client.WithAttemptHeader("Floodgate-Attempt"),
 		client.WithLogger(auditLogger), // one record per observation
 	)
+	if err != nil {
+		fmt.Println(err) // an option out of range, named with its value
+		return
+	}
 	resp, err := c.Get(url) // e.g. "https://api.example.com/items"
 	if err != nil {
 		fmt.Println(err)
@@ -51,4 +57,15 @@ func ExampleNew() {
 	st, _ := c.Transport.(*client.Transport).State(srv.URL)
 	fmt.Println(resp.StatusCode, "next request in", st.Interval)
 	// Output: 200 next request in 2s
+}
+
+// An option out of its range is refused, not clamped or ignored: the error
+// names the option and the value.
+func ExampleNew_invalidOption() {
+	_, err := client.New(client.WithRate(20, 5), client.WithJitter(50))
+	fmt.Println(errors.Is(err, floodgate.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// floodgate: invalid option: client: WithJitter: fraction must be in [0, 1], got 50
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -90,4 +91,15 @@ func get(t interface{ Fatal(...any) }, c *http.Client, url string) *http.Respons
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp
+}
+
+// newTestTransport is NewTransport for tests: a refused option fails the
+// test.
+func newTestTransport(t testing.TB, base http.RoundTripper, opts ...Option) *Transport {
+	t.Helper()
+	tr, err := NewTransport(base, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }

@@ -53,7 +53,7 @@ func TestHostileValues(t *testing.T) {
 				mu.Unlock()
 				return respond(r, tc.status, "", tc.hdr(clk.Now())...), nil
 			})
-			tr := NewTransport(base, append(virtual(clk), WithMaxWait(maxWait), WithRate(rps, 1))...)
+			tr := newTestTransport(t, base, append(virtual(clk), WithMaxWait(maxWait), WithRate(rps, 1))...)
 			hc := &http.Client{Transport: tr}
 			start := clk.Now()
 			for range 60 {

@@ -20,18 +20,18 @@ import (
 // malformed fields ignored, and the next step (wait, probe, or the pace
 // the next requests get). It backs `floodgate probe URL`.
 //
-// c may be nil (New() with default options). When c.Transport is not a
+// c may be nil (a client with default options). When c.Transport is not a
 // *Transport, Probe wraps it in one with default options for this call.
 // The response body is read (at most 1 MiB) and closed. Probe returns an
 // error only when no response arrived (bad URL, transport error, open
 // breaker, ctx done) or writing to w failed; any HTTP status is a result.
 func Probe(ctx context.Context, c *http.Client, url string, w io.Writer) error {
 	if c == nil {
-		c = New()
+		c = &http.Client{}
 	}
 	tr, ok := c.Transport.(*Transport)
 	if !ok {
-		tr = NewTransport(c.Transport)
+		tr = newTransport(c.Transport, defaults())
 		cc := *c
 		cc.Transport = tr
 		c = &cc

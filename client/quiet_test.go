@@ -19,7 +19,7 @@ func TestNoRecordPerResponseByDefault(t *testing.T) {
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		return respond(r, 200, "", `RateLimit-Policy: "p";q=100;w=60`, `RateLimit: "p";r=99;t=60`), nil
 	})
-	hc := &http.Client{Transport: NewTransport(base, WithClock(clk.Now), WithSleep(clk.Sleep), WithLogger(logger))}
+	hc := &http.Client{Transport: newTestTransport(t, base, WithClock(clk.Now), WithSleep(clk.Sleep), WithLogger(logger))}
 	for range 10 {
 		resp, err := hc.Get("https://a.example/x")
 		if err != nil {

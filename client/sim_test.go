@@ -42,7 +42,7 @@ func TestWarningStory(t *testing.T) {
 						`RateLimit-Policy: "burst";q=10000;w=1000`,
 						`RateLimit: "burst";r=10000;t=10`), nil
 				})
-				hc := &http.Client{Transport: NewTransport(base, append(virtual(c), WithRate(tc.localRPS, 1))...)}
+				hc := &http.Client{Transport: newTestTransport(t, base, append(virtual(c), WithRate(tc.localRPS, 1))...)}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()

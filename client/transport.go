@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,17 +47,26 @@ type Transport struct {
 }
 
 // NewTransport returns a Transport sending through base
-// (http.DefaultTransport when nil).
-func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+// (http.DefaultTransport when nil). Options apply in order, a later one of
+// a kind replacing an earlier one; none depends on another's order.
+//
+// Errors: floodgate.ErrInvalidOption (wrapped) for a nil option, an option
+// outside the range its docstring gives, WithBreaker beside WithoutBreaker,
+// or an attempt header that is the request-ID header. The message names
+// the option and the value.
+func NewTransport(base http.RoundTripper, opts ...Option) (*Transport, error) {
+	c, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newTransport(base, c), nil
+}
+
+// newTransport builds a Transport from a configuration configure checked,
+// or the defaults.
+func newTransport(base http.RoundTripper, c config) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
-	}
-	c := defaults()
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.logger == nil {
-		c.logger = slog.Default()
 	}
 	return &Transport{
 		base:    base,
@@ -70,9 +78,14 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	}
 }
 
-// New returns an *http.Client whose Transport is NewTransport(nil, opts...).
-func New(opts ...Option) *http.Client {
-	return &http.Client{Transport: NewTransport(nil, opts...)}
+// New returns an *http.Client whose Transport is NewTransport(nil,
+// opts...), with NewTransport's errors.
+func New(opts ...Option) (*http.Client, error) {
+	tr, err := NewTransport(nil, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: tr}, nil
 }
 
 // Stats counts what the transport did since it was built.

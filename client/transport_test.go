@@ -72,7 +72,7 @@ func TestRetriesOnlyIdempotent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newFakeClock()
 			srv := &refuseOnce{hdr: []string{"Retry-After: 2"}}
-			tr := NewTransport(srv, append(virtual(clk), WithAttemptHeader("Floodgate-Attempt"))...)
+			tr := newTestTransport(t, srv, append(virtual(clk), WithAttemptHeader("Floodgate-Attempt"))...)
 			req := tc.req()
 			resp, err := tr.RoundTrip(req)
 			if err != nil {
@@ -104,7 +104,7 @@ func TestRetriesOnlyIdempotent(t *testing.T) {
 func TestRetryAfterPrecedence(t *testing.T) {
 	clk := newFakeClock()
 	srv := &refuseOnce{hdr: []string{"Retry-After: 3", `RateLimit: "m";r=0;t=20`}}
-	hc := &http.Client{Transport: NewTransport(srv, append(virtual(clk), WithJitter(0))...)}
+	hc := &http.Client{Transport: newTestTransport(t, srv, append(virtual(clk), WithJitter(0))...)}
 	start := clk.Now()
 	get(t, hc, "https://a.example/")
 	if got := clk.Now().Sub(start); got != 3*time.Second {
@@ -113,7 +113,7 @@ func TestRetryAfterPrecedence(t *testing.T) {
 	// Without Retry-After the exhausted t governs.
 	clk2 := newFakeClock()
 	srv2 := &refuseOnce{hdr: []string{`RateLimit: "m";r=0;t=20`}}
-	hc2 := &http.Client{Transport: NewTransport(srv2, append(virtual(clk2), WithJitter(0))...)}
+	hc2 := &http.Client{Transport: newTestTransport(t, srv2, append(virtual(clk2), WithJitter(0))...)}
 	get(t, hc2, "https://a.example/")
 	if got := clk2.Now().Sub(start); got != 20*time.Second {
 		t.Fatalf("waited %v, want t = 20s", got)
@@ -121,7 +121,7 @@ func TestRetryAfterPrecedence(t *testing.T) {
 	// A wait beyond the maximum is not retried: the 429 comes back at once.
 	clk3 := newFakeClock()
 	srv3 := &refuseOnce{hdr: []string{"Retry-After: 3600"}}
-	hc3 := &http.Client{Transport: NewTransport(srv3, virtual(clk3)...)}
+	hc3 := &http.Client{Transport: newTestTransport(t, srv3, virtual(clk3)...)}
 	if resp := get(t, hc3, "https://a.example/"); resp.StatusCode != 429 || srv3.n != 1 || clk3.Now() != start {
 		t.Fatalf("status %d after %d attempts and %v", resp.StatusCode, srv3.n, clk3.Now().Sub(start))
 	}
@@ -132,7 +132,7 @@ func TestCachedValuesIgnored(t *testing.T) {
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		return respond(r, 200, "", "Age: 120", `RateLimit: "m";r=0;t=30`), nil
 	})
-	tr := NewTransport(base, virtual(clk)...)
+	tr := newTestTransport(t, base, virtual(clk)...)
 	hc := &http.Client{Transport: tr}
 	start := clk.Now()
 	for range 5 {
@@ -156,7 +156,7 @@ func TestExpiryProbeAndAIMD(t *testing.T) {
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		return respond(r, int(status.Load()), "", `RateLimit-Policy: "m";q=100;w=10`, `RateLimit: "m";r=50;t=5`), nil
 	})
-	tr := NewTransport(base, append(virtual(clk), WithMaxAttempts(1))...)
+	tr := newTestTransport(t, base, append(virtual(clk), WithMaxAttempts(1))...)
 	hc := &http.Client{Transport: tr}
 	factor := func() float64 { st, _ := tr.State("https://a.example"); return st.Factor }
 
@@ -206,7 +206,7 @@ func TestProbeGoesAlone(t *testing.T) {
 		<-release
 		return respond(r, 200, "", `RateLimit: "m";r=100;t=1`), nil
 	})
-	tr := NewTransport(base, WithLogger(quiet), WithRate(1000, 100))
+	tr := newTestTransport(t, base, WithLogger(quiet), WithRate(1000, 100))
 	hc := &http.Client{Transport: tr}
 	o := tr.origin("http://a.example")
 	o.needProbe = true
@@ -240,7 +240,7 @@ func TestConcurrencyCap(t *testing.T) {
 		inFlight.Add(-1)
 		return respond(r, 200, "ok"), nil
 	})
-	hc := &http.Client{Transport: NewTransport(base, WithLogger(quiet), WithConcurrency(2), WithRate(10000, 100))}
+	hc := &http.Client{Transport: newTestTransport(t, base, WithLogger(quiet), WithConcurrency(2), WithRate(10000, 100))}
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
@@ -258,7 +258,7 @@ func TestBytesPerSecond(t *testing.T) {
 		io.Copy(io.Discard, r.Body)
 		return respond(r, 200, "ok"), nil
 	})
-	hc := &http.Client{Transport: NewTransport(base, append(virtual(clk), WithBytesPerSecond(1000, 100))...)}
+	hc := &http.Client{Transport: newTestTransport(t, base, append(virtual(clk), WithBytesPerSecond(1000, 100))...)}
 	start := clk.Now()
 	resp, err := hc.Post("https://a.example/", "text/plain", bytes.NewReader(make([]byte, 5000)))
 	if err != nil {
@@ -277,7 +277,7 @@ func TestCircuitBreaker(t *testing.T) {
 		calls.Add(1)
 		return respond(r, 500, "boom"), nil
 	})
-	hc := &http.Client{Transport: NewTransport(base, WithLogger(quiet), WithRate(1000, 100), WithMaxAttempts(1),
+	hc := &http.Client{Transport: newTestTransport(t, base, WithLogger(quiet), WithRate(1000, 100), WithMaxAttempts(1),
 		WithBreaker(BreakerSettings{Failures: 3, OpenFor: 50 * time.Millisecond}))}
 	for range 3 {
 		get(t, hc, "http://a.example/")
@@ -300,7 +300,7 @@ func TestBreakerIgnoresRateSignals(t *testing.T) {
 		calls.Add(1)
 		return respond(r, 429, "", "Retry-After: 0"), nil
 	})
-	hc := &http.Client{Transport: NewTransport(base, append(virtual(clk), WithMaxAttempts(1), WithBreaker(BreakerSettings{Failures: 2}))...)}
+	hc := &http.Client{Transport: newTestTransport(t, base, append(virtual(clk), WithMaxAttempts(1), WithBreaker(BreakerSettings{Failures: 2}))...)}
 	for range 5 {
 		if _, err := hc.Get("http://a.example/"); err != nil {
 			t.Fatalf("429s opened the breaker: %v", err)
@@ -320,7 +320,7 @@ func TestTemporaryReducedCapacity(t *testing.T) {
 		}
 		return respond(r, 200, "ok", `RateLimit-Policy: "minute";q=6;w=60`, `RateLimit: "minute";r=5;t=60`), nil
 	})
-	tr := NewTransport(base, append(virtual(clk), WithJitter(0))...)
+	tr := newTestTransport(t, base, append(virtual(clk), WithJitter(0))...)
 	hc := &http.Client{Transport: tr}
 	resp, err := hc.Get("https://a.example/")
 	if err != nil {
@@ -349,7 +349,7 @@ func TestPartitionKeyPrediction(t *testing.T) {
 		return respond(r, 200, "", `RateLimit: "u";r=0;t=30;pk=:YWxpY2U=:`), nil // "alice" is exhausted
 	})
 	pk := func(r *http.Request) ([]byte, bool) { return []byte(r.Header.Get("X-User")), true }
-	hc := &http.Client{Transport: NewTransport(base, append(virtual(clk), WithPartitionKey(pk))...)}
+	hc := &http.Client{Transport: newTestTransport(t, base, append(virtual(clk), WithPartitionKey(pk))...)}
 	do := func(user string) {
 		r, _ := http.NewRequest("GET", "https://a.example/", nil)
 		r.Header.Set("X-User", user)
@@ -380,7 +380,7 @@ func TestAuditRecord(t *testing.T) {
 		return respond(r, 200, "", `RateLimit-Policy: "up";q=1000;qu="content-bytes";w=60;pk=:dXNlcjo0Mg==:`,
 			`RateLimit: "up";r=400;t=30;pk=:dXNlcjo0Mg==:`), nil
 	})
-	hc := &http.Client{Transport: NewTransport(base, WithClock(clk.Now), WithSleep(clk.Sleep), WithLogger(logger))}
+	hc := &http.Client{Transport: newTestTransport(t, base, WithClock(clk.Now), WithSleep(clk.Sleep), WithLogger(logger))}
 	r, _ := http.NewRequest("GET", "https://a.example/files/1?token=secret", nil)
 	r.Header.Set("X-Request-Id", "req-7")
 	resp, err := hc.Do(r)
@@ -429,7 +429,7 @@ func TestProbeOutput(t *testing.T) {
 	srv := httptest.NewServer(mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	defer srv.Close()
 	var out bytes.Buffer
-	if err := Probe(context.Background(), New(WithLogger(quiet)), srv.URL+"/x", &out); err != nil {
+	if err := Probe(context.Background(), &http.Client{Transport: newTestTransport(t, nil, WithLogger(quiet))}, srv.URL+"/x", &out); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
