@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,17 +171,31 @@ func TestCompileErrors(t *testing.T) {
 	st := testkit.Memory(t)
 	eng, _ := engine.New(engine.Config{Store: st})
 	p := floodgate.Policy{Name: "p", Algorithm: floodgate.GCRA, Quota: 1, Window: time.Second}
-	for name, r := range map[string]engine.Rule{
-		"no name":          {Policies: []floodgate.Policy{p}},
-		"throttle, no max": {Name: "r", Mode: engine.Throttle, Policies: []floodgate.Policy{p}},
-		"bad cap":          {Name: "r", Concurrency: []floodgate.Concurrency{{Name: "c"}}},
-		"name twice":       {Name: "r", Policies: []floodgate.Policy{p}, Concurrency: []floodgate.Concurrency{{Name: "p", Max: 1}}},
-		"fail-to-local":    {Name: "r", FailureMode: floodgate.FailToLocal, Policies: []floodgate.Policy{p}},
-		"share":            {Name: "r", LocalShare: 2, Policies: []floodgate.Policy{p}},
-		"mode":             {Name: "r", Mode: 7, Policies: []floodgate.Policy{p}},
+	for name, c := range map[string]struct {
+		rule engine.Rule
+		msg  string
+	}{
+		"no name":           {engine.Rule{Policies: []floodgate.Policy{p}}, "a rule needs a name"},
+		"escape in name":    {engine.Rule{Name: "\x1b[31mred", Policies: []floodgate.Policy{p}}, `rule name "\x1b[31mred" holds a control character`},
+		"throttle, no max":  {engine.Rule{Name: "r", Mode: engine.Throttle, Policies: []floodgate.Policy{p}}, "throttle mode needs a positive max delay"},
+		"throttle, max 2h":  {engine.Rule{Name: "r", Mode: engine.Throttle, MaxDelay: 2 * time.Hour, Policies: []floodgate.Policy{p}}, "max delay 2h0m0s is above 1h0m0s"},
+		"max, no throttle":  {engine.Rule{Name: "r", MaxDelay: time.Second, Policies: []floodgate.Policy{p}}, "a max delay applies to throttle mode only"},
+		"bad cap":           {engine.Rule{Name: "r", Concurrency: []floodgate.Concurrency{{Name: "c"}}}, `concurrency "c": max must be positive, got 0`},
+		"name twice":        {engine.Rule{Name: "r", Policies: []floodgate.Policy{p}, Concurrency: []floodgate.Concurrency{{Name: "p", Max: 1}}}, `"p" names both a policy and a concurrency cap`},
+		"fail-to-local":     {engine.Rule{Name: "r", FailureMode: floodgate.FailToLocal, Policies: []floodgate.Policy{p}}, "fail-to-local needs Config.Local"},
+		"share":             {engine.Rule{Name: "r", LocalShare: 2, Policies: []floodgate.Policy{p}}, "local share 2 is outside (0, 1]"},
+		"mode":              {engine.Rule{Name: "r", Mode: 7, Policies: []floodgate.Policy{p}}, "unknown mode 7"},
+		"throttle at bound": {engine.Rule{Name: "r", Mode: engine.Throttle, MaxDelay: time.Hour, Policies: []floodgate.Policy{p}}, ""},
 	} {
-		if _, err := eng.Compile(r); err == nil {
-			t.Errorf("%s: compiled, want an error", name)
+		_, err := eng.Compile(c.rule)
+		if c.msg == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want it compiled", name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.msg)
 		}
 	}
 	if _, err := engine.New(engine.Config{}); err == nil {

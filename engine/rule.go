@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
@@ -71,7 +73,9 @@ type Rule struct {
 	Concurrency []floodgate.Concurrency
 	// Mode is Enforce (default), Shadow or Throttle.
 	Mode Mode
-	// MaxDelay bounds how long Throttle holds a request; required then.
+	// MaxDelay bounds how long Throttle holds a request; required then, at
+	// most MaxThrottleDelay, and refused in the other modes (where it would
+	// do nothing).
 	MaxDelay time.Duration
 	// FailureMode is what answers while the store fails (S3); default
 	// FailClosed.
@@ -113,11 +117,18 @@ type set struct {
 	field string
 }
 
+// MaxThrottleDelay is the longest Rule.MaxDelay: a throttled request holds
+// a connection and a goroutine while it waits, and a client told to wait
+// longer is better refused with the Retry-After.
+const MaxThrottleDelay = time.Hour
+
 // Validate checks what Compile checks of r without an Engine. Errors
-// name the rule and wrap the fault: an invalid policy or cap (a
+// name the rule and wrap the fault: a name with a control character, an
+// invalid policy or cap (a
 // *floodgate.PolicyError), two limits of one name, an unknown mode or
-// failure mode, Throttle without a MaxDelay, a negative MaxDelay, a share
-// outside (0, 1], a negative lease.
+// failure mode, Throttle without a MaxDelay or with one above
+// MaxThrottleDelay, a MaxDelay outside Throttle, a share outside (0, 1], a
+// negative lease.
 func (r Rule) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("engine: rule %q: %w", r.Name, fmt.Errorf(format, args...))
@@ -125,12 +136,18 @@ func (r Rule) Validate() error {
 	switch {
 	case r.Name == "":
 		return fmt.Errorf("engine: a rule needs a name")
+	case strings.ContainsFunc(r.Name, unicode.IsControl): // it labels metrics and logs
+		return fmt.Errorf("engine: %w", fmt.Errorf("rule name %q holds a control character", r.Name))
 	case r.Mode > Throttle:
 		return fail("unknown mode %d", r.Mode)
 	case r.Mode == Throttle && r.MaxDelay <= 0:
 		return fail("throttle mode needs a positive max delay, e.g. 2s")
 	case r.MaxDelay < 0:
 		return fail("negative max delay %v", r.MaxDelay)
+	case r.MaxDelay > MaxThrottleDelay:
+		return fail("max delay %v is above %v: refuse instead, with the Retry-After", r.MaxDelay, MaxThrottleDelay)
+	case r.Mode != Throttle && r.MaxDelay > 0:
+		return fail("a max delay applies to throttle mode only")
 	case r.FailureMode > floodgate.FailToLocal:
 		return fail("unknown failure mode %d", r.FailureMode)
 	case !(r.LocalShare >= 0 && r.LocalShare <= 1): // NaN too

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/internal/nilcheck"
+	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/pattern"
 )
 
@@ -395,11 +395,11 @@ func (m *Middleware) tokenOK(got string) bool {
 	if got == "" {
 		return false
 	}
-	ok := 0
+	ok := false
 	for _, t := range m.tokens {
-		ok |= subtle.ConstantTimeCompare([]byte(got), t)
+		ok = secret.Equal(got, string(t)) || ok // Equal first: every token is compared
 	}
-	return ok == 1
+	return ok
 }
 
 // meteredBody charges ContentBytes policies as a body of unknown length is

@@ -7,6 +7,7 @@ import (
 	gopath "path"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // Pattern is a parsed route pattern. The package doc gives its syntax and
@@ -67,6 +68,9 @@ func (p *Pattern) Covers(q *Pattern) bool {
 // Parse reads a pattern "[METHOD ][HOST]/[PATH]". Its errors quote the
 // pattern and say what is wrong with it.
 func Parse(s string) (*Pattern, error) {
+	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) {
+		return nil, fmt.Errorf("pattern %q: a control character; a pattern is printable text", s)
+	}
 	p := &Pattern{raw: s}
 	rest := s
 	if i := strings.IndexAny(rest, " \t"); i >= 0 {
@@ -220,16 +224,18 @@ func (p *Pattern) Match(method, host, path string) bool {
 
 // cleanPath normalises a request path the ways app servers may read it,
 // so that a limit is not dodged by a spelling they route alike: "\" as
-// "/" (IIS), ";parameters" dropped from every segment before "." and
-// ".." are resolved (Tomcat, Jetty and Spring route "/x/..;/login" to
-// "/login"), then "." and ".." resolved as path.Clean does.
+// "/" (IIS); every segment cut at ";parameters" (Tomcat, Jetty and Spring
+// route "/x/..;/login" to "/login") and at a control character (a C
+// string ends at "%00"), and stripped of trailing spaces and tabs (Spring
+// trims "/login%20"), before "." and ".." are resolved as path.Clean does.
 func cleanPath(p string) string {
-	if strings.ContainsAny(p, ";\\") {
+	if strings.ContainsFunc(p, oddInPath) {
 		segs := strings.Split(strings.ReplaceAll(p, "\\", "/"), "/")
 		for i, seg := range segs {
-			if j := strings.IndexByte(seg, ';'); j >= 0 {
-				segs[i] = seg[:j]
+			if j := strings.IndexFunc(seg, cutsSegment); j >= 0 {
+				seg = seg[:j]
 			}
+			segs[i] = strings.TrimRight(seg, " \t")
 		}
 		p = strings.Join(segs, "/")
 	}
@@ -242,6 +248,14 @@ func cleanPath(p string) string {
 	}
 	return c
 }
+
+// oddInPath reports a character that cleanPath reads as some app server
+// would rather than literally.
+func oddInPath(r rune) bool { return r == '\\' || r == ' ' || cutsSegment(r) }
+
+// cutsSegment reports a character at which a segment ends for some app
+// server: ";" starts path parameters; a control character ends a C string.
+func cutsSegment(r rune) bool { return r == ';' || unicode.IsControl(r) }
 
 // HostOnly returns a Host value without its port: "example.com:8080" is
 // "example.com", "[::1]:443" is "[::1]".

@@ -57,6 +57,14 @@ func TestPatternMatch(t *testing.T) {
 		{"POST /login", "POST", "/x\\..\\login", true},
 		{"POST /login", "POST", "/x%5c..%5clogin", true},
 		{"/static/", "GET", "/static/..;/login", false},
+		// Spring trims trailing white space; a C string ends at NUL.
+		{"POST /login", "POST", "/login%20", true},
+		{"POST /login", "POST", "/login%09", true},
+		{"POST /login", "POST", "/login%00", true},
+		{"POST /login", "POST", "/login%00.png", true},
+		{"POST /login", "POST", "/login%20/", true},
+		{"POST /login", "POST", "/log%00in", false},
+		{"POST /api/{id}", "POST", "/api%0a/7", true},
 		{"GET /items/{id}", "HEAD", "/items/42", true},
 		{"GET /items/{id}", "GET", "/items/", false},
 		{"GET /items/{id}", "GET", "/items/42/x", false},
@@ -89,7 +97,7 @@ func TestPatternMatch(t *testing.T) {
 
 func TestPatternErrors(t *testing.T) {
 	for _, s := range []string{"login", "get /x", "/a/{x}y", "/{rest...}/more", "/{$}/x", "/a//b", "FOO BAR BAZ /", "GET  /a b", "GET example.com /x",
-		"/x?y=1", "/x#f", "/a/{}", "/a/{...}", "/{x}/{x}", "/{x}/{x...}", "/{1x}", "/a%2Fb", "/a%zz", "/%2E%2E/x"} {
+		"/x?y=1", "/x#f", "/a/{}", "/a/{...}", "/{x}/{x}", "/{x}/{x...}", "/{1x}", "/a%2Fb", "/a%zz", "/%2E%2E/x", "/a\nb", "\x00/x", "/\x1b[31m"} {
 		if _, err := Parse(s); err == nil {
 			t.Errorf("%q parsed, want an error", s)
 		}

@@ -55,6 +55,9 @@ func summary(c *config.Config) string {
 	if c.ForwardAuth != nil {
 		faces = append(faces, "forward_auth "+c.ForwardAuth.Listen)
 	}
+	if c.EnvoyRLS != nil {
+		faces = append(faces, "envoy_rls "+c.EnvoyRLS.Listen)
+	}
 	if c.Admin.Listen != config.Off {
 		faces = append(faces, "admin "+c.Admin.Listen)
 	}

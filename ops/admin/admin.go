@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/ops/detect"
 	"github.com/floodgate/floodgate/ops/reduce"
 	"github.com/floodgate/floodgate/ops/stats"
@@ -129,7 +129,7 @@ func (a *Admin) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	got, ok := httplimit.BearerToken(r)
-	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.Token)) == 1 {
+	if ok && secret.Equal(got, a.cfg.Token) {
 		return true
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-admin"`)

@@ -136,8 +136,8 @@ func (v *validator) clients() {
 			v.fail(fmt.Sprintf("bypass.tokens[%d]", i), "empty token (is its environment variable empty?)")
 		}
 	}
-	v.prefixes("bypass.cidrs", c.Bypass.CIDRs)
-	v.prefixes("trusted_proxies", c.TrustedProxies)
+	v.prefixes("bypass.cidrs", c.Bypass.CIDRs, "limit no client at all")
+	v.prefixes("trusted_proxies", c.TrustedProxies, "believe every client's X-Forwarded-For")
 	for i, h := range c.ClientIP.Headers {
 		if _, err := ParseSource(h); err != nil {
 			v.fail(fmt.Sprintf("client_ip.headers[%d]", i), "%v", err)
@@ -161,10 +161,16 @@ func (v *validator) headerName(field string, name *string, def string) {
 	}
 }
 
-func (v *validator) prefixes(field string, list []string) {
+// prefixes checks a list of addresses and CIDRs; a /0, every address,
+// would make the list mean what everything says.
+func (v *validator) prefixes(field string, list []string, everything string) {
 	for i, s := range list {
-		if _, err := clientip.ParsePrefix(s); err != nil {
-			v.fail(fmt.Sprintf("%s[%d]", field, i), "bad address or CIDR %q", s)
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch p, err := clientip.ParsePrefix(s); {
+		case err != nil:
+			v.fail(f, "bad address or CIDR %q", s)
+		case p.Bits() == 0:
+			v.fail(f, "%q is every address: it would %s", s, everything)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/secret"
 )
 
 // CheckRequest is one check of POST /v1/check.
@@ -359,7 +359,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, st *state) b
 		return false
 	}
 	got, ok := httplimit.BearerToken(r)
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+	if !ok || !secret.Equal(got, token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate"`)
 		writeProblem(w, http.StatusUnauthorized, "Unauthorized", "send the admin token as Authorization: Bearer <token>")
 		return false

@@ -129,14 +129,21 @@ func apiListen(cfg *config.Config) (addr string, moved bool) {
 	if len(cfg.API.Callers) > 0 {
 		return addr, false
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr, false
-	}
-	if a, err := netip.ParseAddr(host); (err == nil && a.IsLoopback()) || host == "localhost" {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || onLoopback(addr) {
 		return addr, false
 	}
 	return net.JoinHostPort("127.0.0.1", port), true
+}
+
+// onLoopback reports whether the listen address addr reaches loopback only.
+func onLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	return (err == nil && a.IsLoopback()) || host == "localhost"
 }
 
 // fromLoopback reports whether r's socket peer is a loopback address.

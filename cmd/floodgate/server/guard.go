@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/subtle"
 	"net"
 	"net/http"
 	"net/netip"
@@ -9,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/secret"
 )
 
 // adminAccess is what a request's admin credentials allow.
@@ -32,22 +32,37 @@ func (s *Server) adminLevel(r *http.Request, st *state) adminAccess {
 	}
 	a := st.cfg.Admin
 	switch {
-	case a.Token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(a.Token)) == 1:
+	case a.Token != "" && secret.Equal(got, a.Token):
 		return adminFull
-	case a.ReadToken != "" && subtle.ConstantTimeCompare([]byte(got), []byte(a.ReadToken)) == 1:
+	case a.ReadToken != "" && secret.Equal(got, a.ReadToken):
 		return adminRead
 	}
 	return adminNone
 }
 
+// adminEndpoint is what an admin endpoint gives away or changes.
+type adminEndpoint int
+
+const (
+	adminCounts  adminEndpoint = iota // /metrics: counts per rule and policy, no keys
+	adminReads                        // the dashboard, top offenders, alerts: key fingerprints
+	adminChanges                      // reload, resets, blocks, reductions
+)
+
 // guardAdmin puts an admin endpoint behind admin.token when one is set;
-// readOnly endpoints also take admin.read_token. Without a token they are
-// open, as the admin listener is on loopback by default; endpoints that
-// change something refuse by themselves then (authorized).
-func (s *Server) guardAdmin(readOnly bool, next http.Handler) http.Handler {
+// the read-only ones (counts and reads) also take admin.read_token.
+// Without a token, the counts are open, the reads answer loopback clients
+// only (admin.listen may face a network: a container's or a pod's), and
+// endpoints that change something refuse by themselves (authorized).
+func (s *Server) guardAdmin(kind adminEndpoint, next http.Handler) http.Handler {
+	readOnly := kind != adminChanges
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
 		if st.cfg.Admin.Token == "" {
+			if kind == adminReads && !fromLoopback(r) {
+				writeProblem(w, http.StatusForbidden, "Forbidden", "without admin.token, the dashboard and the admin reads answer loopback clients only")
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}

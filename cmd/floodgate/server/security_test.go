@@ -157,6 +157,36 @@ func TestAdminBehindToken(t *testing.T) {
 	}
 }
 
+// TestAdminWithoutTokenLoopbackReads: with no admin.token, the counts of
+// /metrics answer anyone, while the dashboard and the admin reads (key
+// fingerprints) answer loopback clients only, on whatever address the
+// admin listener has.
+func TestAdminWithoutTokenLoopbackReads(t *testing.T) {
+	f := start(t, "api: {listen: ':0'}\nadmin: {listen: ':0'}\npolicies: {a: {quota: 2, window: 1m}}\nrules: [{name: r, match: /, policies: a}]\n")
+	mux := http.NewServeMux()
+	f.srv.route(mux, FaceAdmin, f.srv.Addr(FaceAdmin))
+	for _, c := range []struct {
+		path   string
+		remote string
+		want   int
+	}{
+		{"/metrics", "192.0.2.2:4000", 200},
+		{"/dashboard/", "192.0.2.2:4000", 403},
+		{"/v1/admin/top", "192.0.2.2:4000", 403},
+		{"/dashboard/", "127.0.0.1:4000", 200},
+		{"/v1/admin/top", "[::1]:4000", 200},
+		{"/healthz", "192.0.2.2:4000", 200},
+	} {
+		req := httptest.NewRequest("GET", c.path, nil)
+		req.Host, req.RemoteAddr = "127.0.0.1", c.remote
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("GET %s from %s without admin.token: %d, want %d (%s)", c.path, c.remote, rec.Code, c.want, rec.Body)
+		}
+	}
+}
+
 // TestHostAllowList: a DNS-rebinding request (Host and Origin the
 // attacker's name) is refused on the API and the admin listener; IP
 // literals, localhost and listeners.allowed_hosts pass.

@@ -181,6 +181,10 @@ func (s *Server) Apply(cfg *config.Config) error {
 	for _, w := range append(restartNeeded(s.start, cfg), s.tiersRestart(cfg)...) {
 		s.logger.Warn("configuration change needs a restart", "change", w)
 	}
+	if a := cfg.Admin; a.Listen != config.Off && a.Token == "" && !onLoopback(a.Listen) {
+		s.logger.Warn("admin.listen faces the network and admin.token is unset: /metrics answers anyone; the dashboard and the admin reads answer loopback clients only; changes are refused",
+			"admin.listen", a.Listen)
+	}
 	s.state.Store(st)
 	s.m.reloads.WithLabelValues("ok").Inc()
 	s.m.lastReload.SetToCurrentTime()
@@ -342,6 +346,9 @@ func (s *Server) handler(b *bind) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.AddInsecureBypassPattern("/v1/auth")
 	cop.AddInsecureBypassPattern("/v1/auth/nginx")
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusForbidden, "Forbidden", "a cross-origin request from a browser page: refused, so that no page a user visits can spend or change limits")
+	}))
 	return cop.Handler(mux)
 }
 
@@ -353,8 +360,8 @@ func (s *Server) route(mux *http.ServeMux, f Face, addr string) {
 	api := func(pattern, scope string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.guardHost(addr, s.guardAPI(scope, h)))
 	}
-	admin := func(pattern string, readOnly bool, h http.Handler) {
-		mux.Handle(pattern, s.guardHost(addr, s.guardAdmin(readOnly, h)))
+	admin := func(pattern string, kind adminEndpoint, h http.Handler) {
+		mux.Handle(pattern, s.guardHost(addr, s.guardAdmin(kind, h)))
 	}
 	switch f {
 	case FaceAPI:
@@ -365,15 +372,15 @@ func (s *Server) route(mux *http.ServeMux, f Face, addr string) {
 		mux.HandleFunc("/v1/auth", func(w http.ResponseWriter, r *http.Request) { s.handleAuth(w, r, false) })
 		mux.HandleFunc("/v1/auth/nginx", func(w http.ResponseWriter, r *http.Request) { s.handleAuth(w, r, true) })
 	case FaceAdmin:
-		admin("GET /metrics", true, http.HandlerFunc(s.handleMetrics))
+		admin("GET /metrics", adminCounts, http.HandlerFunc(s.handleMetrics))
 		mux.HandleFunc("GET /healthz", s.handleHealthz)
 		mux.HandleFunc("GET /readyz", s.handleReadyz)
-		admin("POST /-/reload", false, http.HandlerFunc(s.handleReload))
+		admin("POST /-/reload", adminChanges, http.HandlerFunc(s.handleReload))
 		if s.ops != nil {
 			// Their GETs are read-only (dashboard, top offenders, alerts,
 			// reductions); guardAdmin lets admin.read_token no further.
 			for _, p := range s.ops.admin.Patterns() {
-				admin(p, true, s.ops.admin)
+				admin(p, adminReads, s.ops.admin)
 			}
 		}
 	}

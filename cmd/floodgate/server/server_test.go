@@ -452,8 +452,9 @@ func TestCrossOriginRefused(t *testing.T) {
 	f := start(t, baseConfig)
 	url := f.url(FaceAPI, "/v1/check")
 	body := `{"key":"csrf","rule":"api"}`
-	if resp, got := testkit.Do(t, "POST", url, body, "Content-Type", "text/plain", "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"); resp.StatusCode != 403 {
-		t.Fatalf("cross-site POST: %d %s, want 403", resp.StatusCode, got)
+	if resp, got := testkit.Do(t, "POST", url, body, "Content-Type", "text/plain", "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"); resp.StatusCode != 403 ||
+		resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(got, "a cross-origin request from a browser page") {
+		t.Fatalf("cross-site POST: %d %s %s, want a 403 problem", resp.StatusCode, resp.Header.Get("Content-Type"), got)
 	}
 	if resp, got := testkit.Do(t, "POST", url, body, "Origin", "https://evil.example"); resp.StatusCode != 403 {
 		t.Fatalf("POST with a foreign Origin: %d %s, want 403", resp.StatusCode, got)
