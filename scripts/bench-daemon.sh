@@ -14,7 +14,11 @@
 #   ROUNDS=5 DURATION=3 CONNECTIONS=64 scripts/bench-daemon.sh
 #
 # "upstream-direct" (wrk against the bare upstream handler) shows what one
-# Go HTTP server can answer here at all, next to the targets.
+# Go HTTP server can answer here at all, next to the targets; "check-floor"
+# is a bare Go handler that reads the same check and sends an answer of
+# the same fields and length without deciding anything: the HTTP exchange's
+# own CPU, under the decision API's (the "margin" lines: the medians of
+# each round's daemon CPU minus it).
 #
 # Exit status 1 when a figure misses its target. Needs wrk (installed by
 # scripts/services-up.sh); the Redis run needs FLOODGATE_TEST_REDIS (load
@@ -30,7 +34,7 @@ conns=${CONNECTIONS:-64}
 threads=${THREADS:-2}
 base=${BASE_PORT:-18180}
 up=127.0.0.1:$base plain=127.0.0.1:$((base + 1)) gw=127.0.0.1:$((base + 2))
-api=127.0.0.1:$((base + 3)) apiredis=127.0.0.1:$((base + 4))
+api=127.0.0.1:$((base + 3)) apiredis=127.0.0.1:$((base + 4)) bare=127.0.0.1:$((base + 5))
 
 die() { echo "bench-daemon: $*" >&2; exit 1; }
 command -v wrk >/dev/null || die "wrk is not installed: run scripts/services-up.sh"
@@ -53,6 +57,8 @@ go -C cmd/floodgate test -c -o "$work/server.test" ./server   # the helper proce
 FG_BENCH_UPSTREAM=$up "$work/server.test" -test.run '^TestHelperUpstream$' >/dev/null 2>&1 & pids+=($!)
 uppid=$!
 FG_BENCH_PROXY=$plain FG_BENCH_PROXY_UPSTREAM=$up "$work/server.test" -test.run '^TestHelperPlainProxy$' >/dev/null 2>&1 & pids+=($!)
+FG_BENCH_BARE=$bare "$work/server.test" -test.run '^TestHelperBareCheck$' >/dev/null 2>&1 & pids+=($!)
+barepid=$!
 
 policies='policies:
   roomy: {algorithm: gcra, quota: 1000000000, window: 1s}'
@@ -81,7 +87,7 @@ YAML
   redispid=$!
   wait_port "$apiredis"
 fi
-for a in "$up" "$plain" "$gw" "$api"; do wait_port "$a"; done
+for a in "$up" "$plain" "$gw" "$api" "$bare"; do wait_port "$a"; done
 
 cat >"$work/check.lua" <<'LUA'
 wrk.method = "POST"
@@ -142,6 +148,7 @@ results=$(
       run floodgate-gateway "http://$gw/api/items"
       run plain-reverseproxy "http://$plain/api/items"
     fi
+    CPU_PID=$barepid run check-floor "http://$bare/v1/check" -s "$work/check.lua"
     CPU_PID=$mempid run check-memory "http://$api/v1/check" -s "$work/check.lua"
     if [[ -n ${FLOODGATE_TEST_REDIS:-} ]]; then
       CPU_PID=$redispid REDIS_CPU=1 run check-redis "http://$apiredis/v1/check" -s "$work/check.lua"
@@ -153,9 +160,20 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; e
 get() { awk -v n="$1" '$1 == n {print $2}' <<<"$results" | median | awk '{printf "%d\n", $1}'; }
 col() { awk -v n="$1" -v c="$2" '$1 == n && $c != "-" {print $c}' <<<"$results" | median; }
 printf '%-20s %12s %12s %12s   %s\n' run requests/s "daemon µs" "Redis µs" "each round (p99; daemon µs/req; Redis µs/req)"
-for name in upstream-direct plain-reverseproxy floodgate-gateway check-memory check-redis; do
+for name in upstream-direct plain-reverseproxy floodgate-gateway check-floor check-memory check-redis; do
   each=$(awk -v n="$name" '$1 == n {printf "%s (%s; %s; %s)  ", $2, $3, $4, $5}' <<<"$results")
   if [[ -n $each ]]; then printf '%-20s %12s %12s %12s   %s\n' "$name" "$(get "$name")" "$(col "$name" 4)" "$(col "$name" 5)" "$each"; fi
+done
+
+# margin NAME: the median over the rounds of NAME's daemon µs minus
+# check-floor's in the same round.
+margin() {
+  paste <(awk -v n="$1" '$1 == n {print $4}' <<<"$results") <(awk '$1 == "check-floor" {print $4}' <<<"$results") |
+    awk '$1 != "" && $2 != "" {print $1 - $2}' | median
+}
+for name in check-memory check-redis; do
+  m=$(margin "$name")
+  if [[ -n $m ]]; then printf '%s daemon µs over check-floor: %.1f (median of the rounds)\n' "$name" "$m"; fi
 done
 
 status=0
