@@ -16,6 +16,7 @@ const (
 	DefaultRedisTimeout    = time.Second
 	DefaultRedisPrefix     = "fg:"
 	DefaultNearCache       = 10_000
+	DefaultRedisInFlight   = 1
 	DefaultMemoryMaxKeys   = 1_000_000
 	DefaultKey             = "{ip}"
 	DefaultAPIKeyHeader    = "X-API-Key"
@@ -199,6 +200,10 @@ type Redis struct {
 	// NearCache is how many denied keys are answered locally until their
 	// Retry-After (default DefaultNearCache, a few MB at most); 0 is off.
 	NearCache int `yaml:"near_cache"`
+	// MaxInFlight is how many calls, each carrying the decisions queued
+	// while the calls before it were answered, may wait on Redis at once;
+	// default DefaultRedisInFlight, 1..64.
+	MaxInFlight int `yaml:"max_in_flight"`
 }
 
 // Sentinel locates a Redis master.

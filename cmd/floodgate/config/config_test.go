@@ -403,3 +403,28 @@ func TestNearCacheDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisInFlight: one call waits on Redis at a time unless the file
+// says otherwise, within 1..64.
+func TestRedisInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		want  int
+		err   string
+	}{
+		{"", DefaultRedisInFlight, ""},
+		{", max_in_flight: 4", 4, ""},
+		{", max_in_flight: 0", 0, "store.redis.max_in_flight: must be within 1..64, got 0"},
+		{", max_in_flight: 65", 0, "store.redis.max_in_flight: must be within 1..64, got 65"},
+	} {
+		c, err := Parse("f.yaml", []byte("api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'redis://127.0.0.1:1'"+tc.field+"}}\n"))
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("store.redis {url%s}: error %v, want one with %q", tc.field, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("store.redis {url%s}: %v", tc.field, err)
+		case tc.err == "" && c.Store.Redis.MaxInFlight != tc.want:
+			t.Errorf("store.redis {url%s}: max_in_flight %d, want %d", tc.field, c.Store.Redis.MaxInFlight, tc.want)
+		}
+	}
+}

@@ -80,6 +80,11 @@ func (v *validator) redis(r *Redis) {
 	} else if r.NearCache < 0 {
 		v.fail("store.redis.near_cache", "must not be negative")
 	}
+	if !v.has("store.redis.max_in_flight") {
+		r.MaxInFlight = DefaultRedisInFlight
+	} else if r.MaxInFlight < 1 || r.MaxInFlight > 64 {
+		v.fail("store.redis.max_in_flight", "must be within 1..64, got %d", r.MaxInFlight)
+	}
 }
 
 func (v *validator) hostPorts(field string, addrs []string) {

@@ -149,10 +149,20 @@ func typeName(t string) string {
 // capacity 1 copies it.
 var jsonType = []string{"application/json"}
 
+// selfLength is the longest body net/http holds whole until the handler
+// returns, and then sends with a Content-Length it writes itself, without
+// an allocation (HTTP/1.1 buffers 2 KB, HTTP/2 4 KB); a longer body would
+// go out chunked, so it gets the field from writeJSON.
+const selfLength = 2 << 10
+
+// writeJSON writes a whole JSON answer in one Write, the last of the
+// handler's.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = jsonType
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	if len(body) > selfLength {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
 	w.WriteHeader(status)
 	w.Write(body)
 }
@@ -161,17 +171,22 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 // the hot path, and reflection-based encoding was a large share of it.
 //
 //	{"allowed":true,"verdict":"allowed","key":"k","policy":"api","limit":100,
-//	 "remaining":99,"reset":1,"retry_after":0,"degraded":false,"shadow":false,
-//	 "results":[{"policy":"api","allowed":true,"limit":100,"window":60,
-//	 "unit":"requests","remaining":99,"reset":1,"retry_after":0}]}
+//	 "remaining":98,"reset":59,"units_left":99,"retry_after":0,"degraded":false,
+//	 "shadow":false,"results":[{"policy":"api","allowed":true,"limit":100,
+//	 "window":60,"unit":"requests","remaining":98,"reset":59,"units_left":99,
+//	 "retry_after":0}]}
 //
 // The scalar fields are those of the summary limit (engine.Outcome): the
 // refusing one with the longest wait, or else the one closest to its
-// limit. reset is t of the RateLimit field (seconds), retry_after the
-// Retry-After seconds (0 when allowed), window the policy's w (seconds; 0
-// for a concurrent-requests cap). verdict is "allowed", "denied",
-// "blocked" or "reduced"; a shadow rule's would-be denial is allowed with
-// "shadow":true.
+// limit. remaining and reset are the r and t the RateLimit field gives
+// the limit (appendPair): a client pacing itself by them spends no
+// faster than the policy's limit per window. units_left is the store's
+// count, what X-RateLimit-Remaining says: what may be spent at once,
+// which r cuts to that pace. retry_after is the Retry-After seconds (0
+// when allowed), window the policy's w (seconds; 0 for a
+// concurrent-requests cap).
+// verdict is "allowed", "denied", "blocked" or "reduced"; a shadow rule's
+// would-be denial is allowed with "shadow":true.
 func appendOutcome(b []byte, key string, o *engine.Outcome) []byte {
 	var sum engine.Item
 	if o.Summary >= 0 {
@@ -191,10 +206,7 @@ func appendOutcome(b []byte, key string, o *engine.Outcome) []byte {
 	b = appendString(b, sum.Name)
 	b = append(b, `,"limit":`...)
 	b = strconv.AppendInt(b, sum.Quota, 10)
-	b = append(b, `,"remaining":`...)
-	b = strconv.AppendInt(b, sum.Remaining, 10)
-	b = append(b, `,"reset":`...)
-	b = strconv.AppendInt(b, reset(&sum), 10)
+	b = appendPair(b, &sum)
 	b = append(b, `,"retry_after":`...)
 	b = strconv.AppendInt(b, retry, 10)
 	b = append(b, `,"degraded":`...)
@@ -223,10 +235,8 @@ func appendItem(b []byte, it *engine.Item) []byte {
 	b = strconv.AppendInt(b, header.Seconds(it.Window), 10)
 	b = append(b, `,"unit":"`...)
 	b = append(b, it.Unit...)
-	b = append(b, `","remaining":`...)
-	b = strconv.AppendInt(b, it.Remaining, 10)
-	b = append(b, `,"reset":`...)
-	b = strconv.AppendInt(b, reset(it), 10)
+	b = append(b, '"')
+	b = appendPair(b, it)
 	b = append(b, `,"retry_after":`...)
 	var ra int64
 	if !it.Allowed {
@@ -236,13 +246,20 @@ func appendItem(b []byte, it *engine.Item) []byte {
 	return append(b, '}')
 }
 
-// reset is an item's t in seconds: its effective window, or for a cap
-// (which has none) the seconds until a slot may free.
-func reset(it *engine.Item) int64 {
-	if it.Window == 0 {
-		return header.Seconds(it.ResetAfter)
+// appendPair writes an item's remaining and reset, the r and t of the
+// RateLimit field (engine.Spendable; for a cap, which has no window, its
+// free slots and the seconds until one may free), and its units_left.
+func appendPair(b []byte, it *engine.Item) []byte {
+	r, t := it.Remaining, header.Seconds(it.ResetAfter)
+	if it.Window > 0 {
+		r, t = engine.Spendable(it)
 	}
-	return engine.EffectiveWindow(it)
+	b = append(b, `,"remaining":`...)
+	b = strconv.AppendInt(b, max(r, 0), 10)
+	b = append(b, `,"reset":`...)
+	b = strconv.AppendInt(b, t, 10)
+	b = append(b, `,"units_left":`...)
+	return strconv.AppendInt(b, max(it.Remaining, 0), 10)
 }
 
 // appendString writes s as a JSON string; s is valid UTF-8 (checkKey).

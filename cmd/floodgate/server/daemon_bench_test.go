@@ -11,8 +11,8 @@ package server_test
 //
 // The wrk figures (separate processes, 64 connections) come from
 // scripts/bench-daemon.sh, which also runs this file's helper processes:
-// TestHelperUpstream and TestHelperPlainProxy serve when their variables
-// are set and skip otherwise.
+// TestHelperUpstream, TestHelperBareCheck and TestHelperPlainProxy serve
+// when their variables are set and skip otherwise.
 
 import (
 	"context"
@@ -40,6 +40,26 @@ const daemonConcurrency = 64
 var upstreamHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, `{"ok":true}`)
+})
+
+// bareCheckHandler answers a POST /v1/check as the daemon answers the
+// benchmark's check, body read, the same fields and an answer of the same
+// length, without deciding anything: the HTTP exchange's own cost, the
+// floor under the decision API's CPU per check (scripts/bench-daemon.sh,
+// "check-floor").
+var bareCheckHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Ratelimit", `"roomy";r=999999999;t=1`)
+	h.Set("Ratelimit-Policy", `"roomy";q=1000000000;w=1`)
+	h.Set("X-Ratelimit-Limit", "1000000000")
+	h.Set("X-Ratelimit-Remaining", "999999999")
+	h.Set("X-Ratelimit-Reset", "1796167231")
+	io.WriteString(w, `{"allowed":true,"verdict":"allowed","key":"user-42","policy":"roomy","limit":1000000000,`+
+		`"remaining":999999999,"reset":1,"units_left":999999999,"retry_after":0,"degraded":false,"shadow":false,`+
+		`"results":[{"policy":"roomy","allowed":true,"limit":1000000000,"window":1,"unit":"requests",`+
+		`"remaining":999999999,"reset":1,"units_left":999999999,"retry_after":0}]}`)
 })
 
 func listen(tb testing.TB, h http.Handler) (string, func()) {
@@ -185,6 +205,16 @@ func TestHelperUpstream(t *testing.T) {
 		t.Skip("helper process for scripts/bench-daemon.sh")
 	}
 	t.Fatal(http.ListenAndServe(addr, upstreamHandler))
+}
+
+// TestHelperBareCheck serves bareCheckHandler on $FG_BENCH_BARE until
+// killed, for scripts/bench-daemon.sh.
+func TestHelperBareCheck(t *testing.T) {
+	addr := os.Getenv("FG_BENCH_BARE")
+	if addr == "" {
+		t.Skip("helper process for scripts/bench-daemon.sh")
+	}
+	t.Fatal(http.ListenAndServe(addr, bareCheckHandler))
 }
 
 // TestHelperPlainProxy serves a plain httputil.ReverseProxy on
