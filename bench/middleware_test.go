@@ -44,7 +44,7 @@ func BenchmarkMiddleware(b *testing.B) {
 
 	// ulule: the same quota per minute per client IP, its memory store.
 	ul := ulstdlib.NewMiddleware(limiter.New(ulmemory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1e6}))
-	sv, err := Sethvargo(1e6, trivial)
+	sv, err := Sethvargo(trivial)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func main() {
 		log.Fatal(err)
 	}
 	ul := ulstdlib.NewMiddleware(limiter.New(ulmemory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1e8}))
-	sv, err := bench.Sethvargo(1e8, trivial)
+	sv, err := bench.Sethvargo(trivial)
 	if err != nil {
 		log.Fatal(err)
 	}
