@@ -20,6 +20,7 @@ type request struct {
 	done  chan struct{} // one send per use: out/err are ready
 
 	keyBuf [4]string
+	args   [8]any // the script call's arguments when r is sent alone (see evalCmd)
 }
 
 const (
@@ -46,6 +47,7 @@ func getRequest(n int) *request {
 // call it, since until then an executor may still write to r.
 func putRequest(r *request) {
 	clear(r.keyBuf[:])
+	clear(r.args[:])
 	r.keys, r.out = nil, nil
 	requestPool.Put(r)
 }
