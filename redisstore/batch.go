@@ -75,6 +75,7 @@ type batcher struct {
 	inline      bool
 	timeout     time.Duration
 	exec        func(ctx context.Context, batch []*request)
+	timer       inlineTimer // bounds the inline call
 
 	mu       sync.Mutex
 	queue    []*request
@@ -94,10 +95,10 @@ func (b *batcher) submit(ctx context.Context, r *request) {
 	if b.inline && b.inFlight == 1 {
 		r.state.Store(taken)
 		b.mu.Unlock()
-		ctx, cancel := context.WithTimeout(ctx, b.timeout)
+		ctx = b.timer.start(ctx, b.timeout)
 		batch := [1]*request{r}
 		b.exec(ctx, batch[:])
-		cancel()
+		b.timer.finish(ctx)
 		r.done <- struct{}{}
 		b.mu.Lock()
 		next := b.takeLocked(nil, nil)
