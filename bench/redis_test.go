@@ -135,7 +135,9 @@ var redisContenders = []redisContender{
 }
 
 // BenchmarkRedis reports decisions/s with 64 concurrent goroutines
-// (Parallel64) and the latency of one goroutine (Single) for each limiter.
+// (Parallel64) and the latency of one goroutine (Single) for each limiter,
+// then Floodgate's and redis_rate's latency measured call by call in turn
+// (Interleaved).
 func BenchmarkRedis(b *testing.B) {
 	names := redisKeyNames()
 	for _, c := range redisContenders {
@@ -166,4 +168,39 @@ func BenchmarkRedis(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 		})
 	}
+	b.Run("Interleaved", interleaved)
+}
+
+// interleaved runs Floodgate and redis_rate call by call in turn (one
+// goroutine, each limiter on its own client of the same server, the first
+// of each pair alternating) and reports each one's mean latency and their
+// ratio. Separate runs of one contender after the other differ by up to 2×
+// on this shared machine as its speed moves from minute to minute;
+// alternating single calls exposes both to the same moments.
+func interleaved(b *testing.B) {
+	names := redisKeyNames()
+	var take [2]func(context.Context, string) bool
+	for _, c := range redisContenders {
+		switch c.name {
+		case "floodgate":
+			take[0] = c.open(b, newRedisClient(b))
+		case "redis_rate":
+			take[1] = c.open(b, newRedisClient(b))
+		}
+	}
+	ctx := context.Background()
+	var spent [2]time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		key := names[i%redisKeys]
+		for j := range 2 {
+			c := (i + j) % 2
+			t := time.Now()
+			take[c](ctx, key)
+			spent[c] += time.Since(t)
+		}
+	}
+	b.ReportMetric(float64(spent[0].Nanoseconds())/1e3/float64(b.N), "floodgate-µs")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/1e3/float64(b.N), "redis_rate-µs")
+	b.ReportMetric(float64(spent[0])/float64(spent[1]), "ratio")
 }

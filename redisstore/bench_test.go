@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/floodgate/floodgate"
 )
 
@@ -19,7 +21,7 @@ func BenchmarkTake(b *testing.B) {
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
 	}
-	b.Run("Single", func(b *testing.B) {
+	single := func(b *testing.B, rdb *redis.Client) {
 		s := newTestStore(b, rdb)
 		res := make([]floodgate.Result, 1)
 		ctx := context.Background()
@@ -28,6 +30,15 @@ func BenchmarkTake(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+	// Single: go-redis' default client, so each call runs on an executor
+	// goroutine; SingleInline: a client with ContextTimeoutEnabled, whose
+	// lone calls run on the caller's goroutine.
+	b.Run("Single", func(b *testing.B) { single(b, rdb) })
+	b.Run("SingleInline", func(b *testing.B) {
+		inline := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { inline.Close() }) // after newPrefix's cleanup, which uses it
+		single(b, inline)
 	})
 	b.Run("Parallel64", func(b *testing.B) {
 		s := newTestStore(b, rdb)
@@ -47,16 +58,18 @@ func BenchmarkTake(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	})
 	b.Run("RawFcall", func(b *testing.B) {
+		// The same decision's FCALL sent by hand, without the Store around it.
 		ctx := context.Background()
 		prefix := newPrefix(b, rdb)
 		if err := rdb.FunctionLoadReplace(ctx, library).Err(); err != nil {
 			b.Fatal(err)
 		}
 		for i := 0; b.Loop(); i++ {
-			// One GCRA decision: n=1, slack=0, now=-1 (server TIME), cost 1, 1 policy.
-			if err := rdb.FCall(ctx, functionName, []string{prefix + "{" + keys[i%len(keys)] + "}:api:gcra"}, 1, 0, -1, 1, 1, 5, 100, 100, 1000000).Err(); err != nil {
+			r := request1(prefix, keys[i%len(keys)], policies, -1, 1)
+			if err := rdb.Process(ctx, evalCmd(ctx, "fcall", functionNameArg, 0, []*request{r})); err != nil {
 				b.Fatal(err)
 			}
+			putRequest(r)
 		}
 	})
 	b.Run("Ping", func(b *testing.B) {
