@@ -17,7 +17,7 @@ type request struct {
 	err error
 
 	state atomic.Int32  // queued, taken or abandoned
-	done  chan struct{} // one send per use: out/err are ready
+	done  chan struct{} // one send per use by an executor: out/err are ready
 
 	keyBuf [4]string
 	args   [8]any // the script call's arguments when r is sent alone (see evalCmd)
@@ -43,8 +43,9 @@ func getRequest(n int) *request {
 	return r
 }
 
-// putRequest recycles r; only a caller that received r's done signal may
-// call it, since until then an executor may still write to r.
+// putRequest recycles r; only a caller whose r was answered (it ran r
+// itself, or received r's done signal) may call it, since until then an
+// executor may still write to r.
 func putRequest(r *request) {
 	clear(r.keyBuf[:])
 	clear(r.args[:])
@@ -82,14 +83,15 @@ type batcher struct {
 	inFlight int
 }
 
-// submit queues r and makes sure an executor will run it; when it returns,
-// r may already be answered.
-func (b *batcher) submit(ctx context.Context, r *request) {
+// submit queues r and makes sure an executor will run it, or runs it on
+// the caller's goroutine and reports true: r is answered then, and its done
+// channel is not used.
+func (b *batcher) submit(ctx context.Context, r *request) (ran bool) {
 	b.mu.Lock()
 	if b.inFlight >= b.maxInFlight {
 		b.queue = append(b.queue, r)
 		b.mu.Unlock()
-		return
+		return false
 	}
 	b.inFlight++
 	if b.inline && b.inFlight == 1 {
@@ -99,7 +101,6 @@ func (b *batcher) submit(ctx context.Context, r *request) {
 		batch := [1]*request{r}
 		b.exec(ctx, batch[:])
 		b.timer.finish(ctx)
-		r.done <- struct{}{}
 		b.mu.Lock()
 		next := b.takeLocked(nil, nil)
 		if len(next) == 0 {
@@ -109,11 +110,12 @@ func (b *batcher) submit(ctx context.Context, r *request) {
 		if len(next) > 0 {
 			go b.run(next)
 		}
-		return
+		return true
 	}
 	batch := b.takeLocked(make([]*request, 0, min(b.maxBatch, 1+len(b.queue))), r)
 	b.mu.Unlock()
 	go b.run(batch)
+	return false
 }
 
 // takeLocked moves first (if not nil) and then queued requests into batch,

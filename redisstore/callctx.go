@@ -12,9 +12,8 @@ import (
 // values, a deadline the per-call timeout away, and done at that deadline
 // or when the caller's context ends, whichever is first. WithTimeout costs
 // five allocations and a new timer per call (0.6–0.9 µs here, a few per
-// cent of a call); a callCtx costs two, and the Store's one inlineTimer,
-// reset for each call, stands for the timers, since at most one call runs
-// inline at a time.
+// cent of a call); a callCtx costs two, and the Store's one inlineTimer
+// stands for the timers, since at most one call runs inline at a time.
 type callCtx struct {
 	context.Context // the caller's, for Value
 	deadline        time.Time
@@ -44,12 +43,18 @@ func (c *callCtx) end(err error) {
 	}
 }
 
-// inlineTimer ends each inline call's context at its deadline. Its
-// methods other than expire are called by one goroutine at a time: the one
-// the batcher lets run inline.
+// inlineTimer ends each inline call's context at its deadline, with one
+// timer that is not reset per call: once armed, it fires at the deadline of
+// the call then in progress or earlier, and then re-arms itself for the
+// deadline of the call it finds, or disarms when it finds none. Each
+// deadline is the same timeout after its call's start, so a timer armed for
+// an earlier call never fires after a later call's deadline. Its methods
+// other than expire are called by one goroutine at a time: the one the
+// batcher lets run inline.
 type inlineTimer struct {
-	t   *time.Timer
-	cur atomic.Pointer[callCtx] // the call in progress, or nil
+	t     *time.Timer
+	armed atomic.Bool
+	cur   atomic.Pointer[callCtx] // the call in progress, or nil
 }
 
 // start returns the context of a call under parent bounded by timeout,
@@ -64,36 +69,51 @@ func (it *inlineTimer) start(parent context.Context, timeout time.Duration) cont
 	if parent.Done() != nil {
 		c.stopParent = context.AfterFunc(parent, func() { c.end(parent.Err()) })
 	}
-	it.cur.Store(c)
 	if it.t == nil {
-		it.t = time.AfterFunc(timeout, it.expire)
-	} else {
-		it.t.Reset(timeout)
+		it.t = time.AfterFunc(time.Hour, it.expire)
+		it.t.Stop() // armed below
 	}
+	it.cur.Store(c)
+	it.arm(timeout)
 	return c
+}
+
+// arm sets the timer to fire after d, unless it is armed already.
+func (it *inlineTimer) arm(d time.Duration) {
+	if it.armed.CompareAndSwap(false, true) {
+		it.t.Reset(d)
+	}
 }
 
 // finish ends the call start returned ctx for, as the cancel function of
 // context.WithTimeout would: ctx is done with context.Canceled if it was
-// not yet.
+// not yet. The timer is left to find no call.
 func (it *inlineTimer) finish(ctx context.Context) {
 	c := it.cur.Load()
 	if c == nil || context.Context(c) != ctx {
 		return // start returned the caller's own context
 	}
 	it.cur.Store(nil)
-	it.t.Stop()
 	if c.stopParent != nil {
 		c.stopParent()
 	}
 	c.end(context.Canceled)
 }
 
-// expire ends the call in progress if its deadline has passed; a firing
-// meant for an earlier call, which can run late, finds a later deadline or
-// no call and does nothing.
+// expire ends the call in progress if its deadline has passed, or waits
+// for it if not; with no call left to wait for it disarms, then arms again
+// for a call that started meanwhile, which found it armed.
 func (it *inlineTimer) expire() {
-	if c := it.cur.Load(); c != nil && !time.Now().Before(c.deadline) {
+	c := it.cur.Load()
+	if c != nil {
+		if wait := time.Until(c.deadline); wait > 0 {
+			it.t.Reset(wait)
+			return
+		}
 		c.end(context.DeadlineExceeded)
+	}
+	it.armed.Store(false)
+	if next := it.cur.Load(); next != nil && next != c {
+		it.arm(time.Until(next.deadline))
 	}
 }

@@ -74,6 +74,27 @@ func TestInlineTimerStaleFiring(t *testing.T) {
 	}
 }
 
+// TestInlineTimerRearms: the one timer ends each call at its own deadline,
+// never before, whether it was armed for an earlier call (finished in
+// time) or had disarmed after finding no call.
+func TestInlineTimerRearms(t *testing.T) {
+	var it inlineTimer
+	const timeout = 30 * time.Millisecond
+	for round := range 2 {
+		first := it.start(context.Background(), timeout)
+		it.finish(first)
+		time.Sleep(5 * time.Millisecond)
+		late := it.start(context.Background(), timeout)
+		deadline, _ := late.Deadline()
+		waitDone(t, late)
+		if now := time.Now(); !errors.Is(late.Err(), context.DeadlineExceeded) || now.Before(deadline) {
+			t.Fatalf("round %d: done with %v, %v before its deadline", round, late.Err(), deadline.Sub(now))
+		}
+		it.finish(late)
+		time.Sleep(3 * timeout) // the timer finds no call and disarms
+	}
+}
+
 func waitDone(t *testing.T, ctx context.Context) {
 	t.Helper()
 	select {

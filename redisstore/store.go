@@ -292,10 +292,7 @@ func (s *Store) request(t string, cost floodgate.Cost, policies []floodgate.Poli
 // timeout. On an error return r must not be reused: an executor may still
 // hold it.
 func (s *Store) wait(ctx context.Context, r *request) error {
-	s.b.submit(ctx, r)
-	select {
-	case <-r.done: // already answered: the caller ran its request inline
-	default:
+	if !s.b.submit(ctx, r) {
 		timer := time.NewTimer(s.timeout)
 		defer timer.Stop()
 		select {
