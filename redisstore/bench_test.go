@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,10 +73,61 @@ func BenchmarkTake(b *testing.B) {
 			putRequest(r)
 		}
 	})
+	b.Run("Pipelined16", func(b *testing.B) {
+		// Redis' own time per call (usec_per_call of FCALL, from INFO
+		// commandstats before and after), with 16 such FCALLs per round
+		// trip so that the server is never idle between calls. Other
+		// clients' FCALLs on the same server count too: use a private one.
+		ctx := context.Background()
+		prefix := newPrefix(b, rdb)
+		if err := rdb.FunctionLoadReplace(ctx, library).Err(); err != nil {
+			b.Fatal(err)
+		}
+		calls0, usec0 := fcallStats(b, rdb)
+		rs := make([]*request, 16)
+		for i := 0; b.Loop(); i++ {
+			pipe := rdb.Pipeline()
+			for j := range rs {
+				rs[j] = request1(prefix, keys[(16*i+j)%len(keys)], policies, -1, 1)
+				_ = pipe.Process(ctx, evalCmd(ctx, "fcall", functionNameArg, 0, rs[j:j+1]))
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range rs {
+				putRequest(r)
+			}
+		}
+		calls1, usec1 := fcallStats(b, rdb)
+		b.ReportMetric(float64(usec1-usec0)/float64(calls1-calls0), "redis-µs/call")
+	})
 	b.Run("Ping", func(b *testing.B) {
 		ctx := context.Background()
 		for b.Loop() {
 			rdb.Ping(ctx)
 		}
 	})
+}
+
+// fcallStats returns the calls and µs of FCALL so far from INFO
+// commandstats.
+func fcallStats(b *testing.B, rdb *redis.Client) (calls, usec int64) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_fcall:"); ok {
+			for _, f := range strings.Split(rest, ",") {
+				k, v, _ := strings.Cut(f, "=")
+				switch k {
+				case "calls":
+					calls, _ = strconv.ParseInt(v, 10, 64)
+				case "usec":
+					usec, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+		}
+	}
+	return calls, usec
 }
