@@ -18,6 +18,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strconv"
@@ -135,7 +136,9 @@ var redisContenders = []redisContender{
 }
 
 // BenchmarkRedis reports decisions/s with 64 concurrent goroutines
-// (Parallel64) and the latency of one goroutine (Single) for each limiter.
+// (Parallel64) and the latency of one goroutine (Single) for each limiter,
+// then Floodgate's and redis_rate's latency measured call by call in turn
+// (Interleaved), also beside calls that do less than either (Floor).
 func BenchmarkRedis(b *testing.B) {
 	names := redisKeyNames()
 	for _, c := range redisContenders {
@@ -166,4 +169,95 @@ func BenchmarkRedis(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 		})
 	}
+	b.Run("Interleaved", interleaved)
+	b.Run("Floor", floor)
+}
+
+// interleaved runs Floodgate and redis_rate call by call in turn (one
+// goroutine, each limiter on its own client of the same server) and reports
+// each one's mean latency and their ratio. Separate runs of one contender
+// after the other differ by up to 2× on this shared machine as its speed
+// moves from minute to minute; alternating single calls exposes both to
+// the same moments.
+func interleaved(b *testing.B) {
+	calls := []timedCall{{"floodgate", nil}, {"redis_rate", nil}}
+	for i := range calls {
+		calls[i].take = openContender(b, calls[i].name)
+	}
+	reportInterleaved(b, calls)
+}
+
+// floor runs, interleaved with Floodgate and redis_rate, three calls that
+// do less than either limiter, each on its own client: FCALL of a function
+// and EVALSHA of a script that only return four integers (with one key and
+// redis_rate's four arguments), and EVALSHA of a script that makes
+// redis_rate's three commands (TIME, GET, SET … EX) without its arithmetic.
+// They show how much of a decision's latency any Lua call costs here.
+func floor(b *testing.B) {
+	ctx := context.Background()
+	rdb := newRedisClient(b)
+	const lib = "#!lua name=floodgate_bench_floor\nredis.register_function('floodgate_bench_nop', function() return {1, 2, 3, 4} end)\n"
+	if err := rdb.FunctionLoadReplace(ctx, lib).Err(); err != nil {
+		b.Fatal(err)
+	}
+	nop := redis.NewScript("return {1, 2, 3, 4}")
+	commands := redis.NewScript("local t = redis.call('TIME'); local v = redis.call('GET', KEYS[1]); " +
+		"redis.call('SET', KEYS[1], t[1] .. '.' .. t[2], 'EX', 1); return {1, 2, 3, 4}")
+	calls := []timedCall{{"floodgate", nil}, {"redis_rate", nil},
+		{"fcall-nop", func(ctx context.Context, key string) bool {
+			return rdb.FCall(ctx, "floodgate_bench_nop", []string{"floor:" + key}, 100, 100, 1, 1).Err() == nil
+		}},
+		{"evalsha-nop", func(ctx context.Context, key string) bool {
+			return nop.Run(ctx, rdb, []string{"floor:" + key}, 100, 100, 1, 1).Err() == nil
+		}},
+		{"evalsha-time-get-set", func(ctx context.Context, key string) bool {
+			return commands.Run(ctx, rdb, []string{"floor:" + key}, 100, 100, 1, 1).Err() == nil
+		}},
+	}
+	calls[0].take, calls[1].take = openContender(b, "floodgate"), openContender(b, "redis_rate")
+	reportInterleaved(b, calls)
+}
+
+// timedCall is one call that reportInterleaved times.
+type timedCall struct {
+	name string
+	take func(ctx context.Context, key string) bool
+}
+
+func openContender(b *testing.B, name string) func(context.Context, string) bool {
+	for _, c := range redisContenders {
+		if c.name == name {
+			return c.open(b, newRedisClient(b))
+		}
+	}
+	b.Fatalf("no contender %q", name)
+	return nil
+}
+
+// reportInterleaved makes b.N rounds of one call each of calls, in a new
+// order each round (one of 64 fixed random orders, so that no call always
+// follows the same other), and reports each one's mean latency (µs) and,
+// when calls[0] and calls[1] are Floodgate and redis_rate, their ratio.
+func reportInterleaved(b *testing.B, calls []timedCall) {
+	names := redisKeyNames()
+	rng := rand.New(rand.NewPCG(1, 2))
+	orders := make([][]int, 64)
+	for i := range orders {
+		orders[i] = rng.Perm(len(calls))
+	}
+	ctx := context.Background()
+	spent := make([]time.Duration, len(calls))
+	b.ResetTimer()
+	for i := range b.N {
+		key := names[i%redisKeys]
+		for _, c := range orders[i%len(orders)] {
+			t := time.Now()
+			calls[c].take(ctx, key)
+			spent[c] += time.Since(t)
+		}
+	}
+	for i, c := range calls {
+		b.ReportMetric(float64(spent[i].Nanoseconds())/1e3/float64(b.N), c.name+"-µs")
+	}
+	b.ReportMetric(float64(spent[0])/float64(spent[1]), "ratio")
 }

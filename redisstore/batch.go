@@ -17,9 +17,10 @@ type request struct {
 	err error
 
 	state atomic.Int32  // queued, taken or abandoned
-	done  chan struct{} // one send per use: out/err are ready
+	done  chan struct{} // one send per use by an executor: out/err are ready
 
 	keyBuf [4]string
+	args   [8]any // the script call's arguments when r is sent alone (see evalCmd)
 }
 
 const (
@@ -42,10 +43,12 @@ func getRequest(n int) *request {
 	return r
 }
 
-// putRequest recycles r; only a caller that received r's done signal may
-// call it, since until then an executor may still write to r.
+// putRequest recycles r; only a caller whose r was answered (it ran r
+// itself, or received r's done signal) may call it, since until then an
+// executor may still write to r.
 func putRequest(r *request) {
 	clear(r.keyBuf[:])
+	clear(r.args[:])
 	r.keys, r.out = nil, nil
 	requestPool.Put(r)
 }
@@ -73,30 +76,31 @@ type batcher struct {
 	inline      bool
 	timeout     time.Duration
 	exec        func(ctx context.Context, batch []*request)
+	timer       inlineTimer // bounds the inline call
 
 	mu       sync.Mutex
 	queue    []*request
 	inFlight int
 }
 
-// submit queues r and makes sure an executor will run it; when it returns,
-// r may already be answered.
-func (b *batcher) submit(ctx context.Context, r *request) {
+// submit queues r and makes sure an executor will run it, or runs it on
+// the caller's goroutine and reports true: r is answered then, and its done
+// channel is not used.
+func (b *batcher) submit(ctx context.Context, r *request) (ran bool) {
 	b.mu.Lock()
 	if b.inFlight >= b.maxInFlight {
 		b.queue = append(b.queue, r)
 		b.mu.Unlock()
-		return
+		return false
 	}
 	b.inFlight++
 	if b.inline && b.inFlight == 1 {
 		r.state.Store(taken)
 		b.mu.Unlock()
-		ctx, cancel := context.WithTimeout(ctx, b.timeout)
+		ctx = b.timer.start(ctx, b.timeout)
 		batch := [1]*request{r}
 		b.exec(ctx, batch[:])
-		cancel()
-		r.done <- struct{}{}
+		b.timer.finish(ctx)
 		b.mu.Lock()
 		next := b.takeLocked(nil, nil)
 		if len(next) == 0 {
@@ -106,11 +110,12 @@ func (b *batcher) submit(ctx context.Context, r *request) {
 		if len(next) > 0 {
 			go b.run(next)
 		}
-		return
+		return true
 	}
 	batch := b.takeLocked(make([]*request, 0, min(b.maxBatch, 1+len(b.queue))), r)
 	b.mu.Unlock()
 	go b.run(batch)
+	return false
 }
 
 // takeLocked moves first (if not nil) and then queued requests into batch,

@@ -3,8 +3,11 @@ package redisstore
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
 )
@@ -19,7 +22,7 @@ func BenchmarkTake(b *testing.B) {
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
 	}
-	b.Run("Single", func(b *testing.B) {
+	single := func(b *testing.B, rdb *redis.Client) {
 		s := newTestStore(b, rdb)
 		res := make([]floodgate.Result, 1)
 		ctx := context.Background()
@@ -28,6 +31,15 @@ func BenchmarkTake(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+	// Single: go-redis' default client, so each call runs on an executor
+	// goroutine; SingleInline: a client with ContextTimeoutEnabled, whose
+	// lone calls run on the caller's goroutine.
+	b.Run("Single", func(b *testing.B) { single(b, rdb) })
+	b.Run("SingleInline", func(b *testing.B) {
+		inline := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { inline.Close() }) // after newPrefix's cleanup, which uses it
+		single(b, inline)
 	})
 	b.Run("Parallel64", func(b *testing.B) {
 		s := newTestStore(b, rdb)
@@ -47,17 +59,47 @@ func BenchmarkTake(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	})
 	b.Run("RawFcall", func(b *testing.B) {
+		// The same decision's FCALL sent by hand, without the Store around it.
 		ctx := context.Background()
 		prefix := newPrefix(b, rdb)
 		if err := rdb.FunctionLoadReplace(ctx, library).Err(); err != nil {
 			b.Fatal(err)
 		}
 		for i := 0; b.Loop(); i++ {
-			// One GCRA decision: n=1, slack=0, now=-1 (server TIME), cost 1, 1 policy.
-			if err := rdb.FCall(ctx, functionName, []string{prefix + "{" + keys[i%len(keys)] + "}:api:gcra"}, 1, 0, -1, 1, 1, 5, 100, 100, 1000000).Err(); err != nil {
+			r := request1(prefix, keys[i%len(keys)], policies, -1, 1)
+			if err := rdb.Process(ctx, evalCmd(ctx, "fcall", functionNameArg, 0, []*request{r})); err != nil {
 				b.Fatal(err)
 			}
+			putRequest(r)
 		}
+	})
+	b.Run("Pipelined16", func(b *testing.B) {
+		// Redis' own time per call (usec_per_call of FCALL, from INFO
+		// commandstats before and after), with 16 such FCALLs per round
+		// trip so that the server is never idle between calls. Other
+		// clients' FCALLs on the same server count too: use a private one.
+		ctx := context.Background()
+		prefix := newPrefix(b, rdb)
+		if err := rdb.FunctionLoadReplace(ctx, library).Err(); err != nil {
+			b.Fatal(err)
+		}
+		calls0, usec0 := fcallStats(b, rdb)
+		rs := make([]*request, 16)
+		for i := 0; b.Loop(); i++ {
+			pipe := rdb.Pipeline()
+			for j := range rs {
+				rs[j] = request1(prefix, keys[(16*i+j)%len(keys)], policies, -1, 1)
+				_ = pipe.Process(ctx, evalCmd(ctx, "fcall", functionNameArg, 0, rs[j:j+1]))
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range rs {
+				putRequest(r)
+			}
+		}
+		calls1, usec1 := fcallStats(b, rdb)
+		b.ReportMetric(float64(usec1-usec0)/float64(calls1-calls0), "redis-µs/call")
 	})
 	b.Run("Ping", func(b *testing.B) {
 		ctx := context.Background()
@@ -65,4 +107,27 @@ func BenchmarkTake(b *testing.B) {
 			rdb.Ping(ctx)
 		}
 	})
+}
+
+// fcallStats returns the calls and µs of FCALL so far from INFO
+// commandstats.
+func fcallStats(b *testing.B, rdb *redis.Client) (calls, usec int64) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_fcall:"); ok {
+			for _, f := range strings.Split(rest, ",") {
+				k, v, _ := strings.Cut(f, "=")
+				switch k {
+				case "calls":
+					calls, _ = strconv.ParseInt(v, 10, 64)
+				case "usec":
+					usec, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+		}
+	}
+	return calls, usec
 }

@@ -36,7 +36,7 @@ var (
 	script, scriptSHA = buildScript()
 	functionName      = "floodgate_" + scriptSHA[:16]
 	library           = "#!lua name=" + functionName + "\n" + luaCode +
-		"redis.register_function('" + functionName + "', function(keys, args) return decide(keys, args) end)\n"
+		"redis.register_function('" + functionName + "', decide)\n"
 )
 
 var luaCode = func() string {

@@ -278,10 +278,7 @@ func (s *Store) request(t string, cost floodgate.Cost, policies []floodgate.Poli
 // timeout. On an error return r must not be reused: an executor may still
 // hold it.
 func (s *Store) wait(ctx context.Context, r *request) error {
-	s.b.submit(ctx, r)
-	select {
-	case <-r.done: // already answered: the caller ran its request inline
-	default:
+	if !s.b.submit(ctx, r) {
 		timer := time.NewTimer(s.timeout)
 		defer timer.Stop()
 		select {
@@ -360,8 +357,13 @@ func (s *Store) Reset(ctx context.Context, key string, policies []floodgate.Poli
 // exec runs one batch: one call per group, pipelined when there are
 // several, then sets each request's out or err.
 func (s *Store) exec(ctx context.Context, batch []*request) {
-	groups := s.groups(batch)
-	cmds := make([]*redis.IntSliceCmd, len(groups))
+	// A lone group, the common case, is held on the stack.
+	var oneGroup [1][]*request
+	var oneCmd [1]*redis.IntSliceCmd
+	groups, cmds := s.groups(oneGroup[:0], batch), oneCmd[:]
+	if len(groups) > 1 {
+		cmds = make([]*redis.IntSliceCmd, len(groups))
+	}
 	for i, g := range groups {
 		cmds[i] = s.codeCall(ctx, g)
 	}
@@ -414,10 +416,14 @@ func (s *Store) exec(ctx context.Context, batch []*request) {
 // library, or EVALSHA of the script once functions proved unavailable.
 func (s *Store) codeCall(ctx context.Context, group []*request) *redis.IntSliceCmd {
 	if s.noFunctions.Load() {
-		return evalCmd(ctx, "evalsha", scriptSHA, s.slack, group)
+		return evalCmd(ctx, "evalsha", scriptSHAArg, s.slack, group)
 	}
-	return evalCmd(ctx, "fcall", functionName, s.slack, group)
+	return evalCmd(ctx, "fcall", functionNameArg, s.slack, group)
 }
+
+// functionNameArg and scriptSHAArg are functionName and scriptSHA as call
+// arguments, converted to interfaces once instead of on every call.
+var functionNameArg, scriptSHAArg any = functionName, scriptSHA
 
 // codeMissing reports an answer meaning that the server lacks the code
 // called or will not run it that way: NOSCRIPT for EVALSHA; for FCALL, an
@@ -501,12 +507,12 @@ func (s *Store) process(ctx context.Context, cmds []*redis.IntSliceCmd) {
 	_, _ = pipe.Exec(ctx) // errors are read per command
 }
 
-// groups splits a batch into the requests each script call may carry.
-func (s *Store) groups(batch []*request) [][]*request {
+// groups appends to groups the parts of batch that each script call may
+// carry.
+func (s *Store) groups(groups [][]*request, batch []*request) [][]*request {
 	if s.grouping == groupAll || len(batch) == 1 {
-		return [][]*request{batch}
+		return append(groups, batch)
 	}
-	var groups [][]*request
 next:
 	for _, r := range batch {
 		for i, g := range groups {
@@ -526,14 +532,24 @@ func sameTag(a, b *request) bool {
 	return ka[:strings.IndexByte(ka, '}')] == kb[:strings.IndexByte(kb, '}')]
 }
 
-// evalCmd builds one call of the code (FCALL, EVALSHA or EVAL) for group (see lua/dispatch.lua for the
-// argument layout).
-func evalCmd(ctx context.Context, verb, body string, slack int64, group []*request) *redis.IntSliceCmd {
+// evalCmd builds one call of the code (FCALL, EVALSHA or EVAL) for group
+// (see lua/dispatch.lua for the argument layout): verb and body are the
+// command's name and the function's name, the script's SHA-1 or the
+// script. The arguments of a lone request's call are held in the request,
+// so a call built for it replaces the last one's: build it once that one
+// is answered.
+func evalCmd(ctx context.Context, verb, body any, slack int64, group []*request) *redis.IntSliceCmd {
 	nkeys := 0
 	for _, r := range group {
 		nkeys += len(r.keys)
 	}
-	args := make([]any, 0, 4+nkeys+len(group))
+	n := 4 + nkeys + len(group)
+	var args []any
+	if len(group) == 1 && n <= len(group[0].args) {
+		args = group[0].args[:0] // a lone request's own, reused from call to call
+	} else {
+		args = make([]any, 0, n)
+	}
 	args = append(args, verb, body, nkeys)
 	for _, r := range group {
 		for _, k := range r.keys {

@@ -52,21 +52,38 @@ local function request(r)
   return now, p
 end
 
+-- server_time is the server's clock (µs since the epoch).
+local function server_time()
+  local t = call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- one decides a call of one request with one policy, the most common, as
+-- decide's loops would, without their tables: its cost is 0 only for a
+-- peek, and its one policy decides alone.
+local function one(key, r)
+  local now, code, q, cap, w, cost = unpack('>dBdddd', r)
+  if now < 0 then now = server_time() end
+  local take = TAKE[code] or algorithm(code)
+  if not take then return redis.error_reply('floodgate: unknown algorithm code ' .. code) end
+  local allowed, rem, reset, retry, sa, sb, sc, exp, keep = take(key, now, q, cap, w, cost)
+  if allowed == 1 and cost > 0 then COMMIT[code](key, now, cost, sa, sb, sc, exp, keep) end
+  return { allowed, rem, reset, retry }
+end
+
 local function decide(KEYS, ARGV)
   if not call then
     floor, max, byte, format, match = math.floor, math.max, string.byte, string.format, string.match
     pack, unpack, call = struct.pack, struct.unpack, redis.call
   end
   slack = tonumber(ARGV[1])
+  if #ARGV == 2 and #ARGV[2] == 41 then return one(KEYS[1], ARGV[2]) end
   local out, o, k = {}, 0, 0
   local server_now
   for a = 2, #ARGV do
     local now, p = request(ARGV[a])
     if now < 0 then
-      if not server_now then
-        local t = call('TIME')
-        server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-      end
+      server_now = server_now or server_time()
       now = server_now
     end
     -- A request charged nothing in every unit is a peek; otherwise a policy

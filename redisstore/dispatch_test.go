@@ -1,0 +1,85 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/floodgate/floodgate"
+)
+
+// TestLoneCallMatchesBatch: a call of one request with one policy, which
+// lua/dispatch.lua decides on a path of its own (one), answers as the
+// general path does. For each algorithm the same requests — admissions, a
+// peek, a cost over what remains, denials, then admissions again as the
+// window moves on — go to one key as lone calls and to another key as the
+// first request of two-request calls (the second a peek of a third key),
+// at the same test times; every reply must match, and the sequence must
+// both admit and deny.
+func TestLoneCallMatchesBatch(t *testing.T) {
+	rdb := standaloneClient(t)
+	ctx := context.Background()
+	if err := rdb.FunctionLoadReplace(ctx, library).Err(); err != nil {
+		t.Fatal(err)
+	}
+	prefix := newPrefix(t, rdb)
+	steps := []struct {
+		after time.Duration
+		cost  int64
+	}{
+		{0, 1}, {time.Millisecond, 2}, {0, 0}, {3 * time.Millisecond, 5}, {0, 1}, {0, 1},
+		{20 * time.Millisecond, 1}, {0, 0}, {200 * time.Millisecond, 2}, {0, 3}, {time.Second, 1},
+	}
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMicro()
+	for _, a := range []floodgate.Algorithm{floodgate.FixedWindow, floodgate.SlidingWindowLog,
+		floodgate.SlidingWindowCounter, floodgate.TokenBucket, floodgate.GCRA} {
+		t.Run(a.String(), func(t *testing.T) {
+			ps := []floodgate.Policy{{Name: "p", Algorithm: a, Quota: 4, Window: 100 * time.Millisecond}}
+			peek := []floodgate.Policy{{Name: "q", Algorithm: floodgate.GCRA, Quota: 1, Window: time.Second}}
+			lone, batched, other := a.String()+"-lone", a.String()+"-batched", a.String()+"-other"
+			now, admitted, denied := start, 0, 0
+			for i, st := range steps {
+				now += st.after.Microseconds()
+				got := call(t, rdb, request1(prefix, lone, ps, now, st.cost))
+				want := call(t, rdb, request1(prefix, batched, ps, now, st.cost),
+					request1(prefix, other, peek, now, 0))
+				if len(got) != 4 || len(want) != 8 || [4]int64(got) != [4]int64(want[:4]) {
+					t.Fatalf("step %d (cost %d): lone call %v, in a batch %v", i, st.cost, got, want[:4])
+				}
+				if st.cost > 0 && got[0] == 1 {
+					admitted++
+				} else if got[0] == 0 {
+					denied++
+				}
+			}
+			if admitted == 0 || denied == 0 {
+				t.Errorf("%d admitted, %d denied: the steps must do both", admitted, denied)
+			}
+		})
+	}
+}
+
+// request1 is the request of one Take of cost for key at now (µs, or -1
+// for the server's TIME).
+func request1(prefix, key string, ps []floodgate.Policy, now, cost int64) *request {
+	r := getRequest(len(ps))
+	for i := range ps {
+		r.keys[i] = redisKey(prefix, key, &ps[i])
+	}
+	r.encode(now, ps, floodgate.Cost{Requests: cost})
+	return r
+}
+
+// call sends rs in one FCALL, with the TTL slack of a test clock (now is
+// the test's, not the server's), and returns the reply.
+func call(t *testing.T, rdb *redis.Client, rs ...*request) []int64 {
+	t.Helper()
+	cmd := evalCmd(context.Background(), "fcall", functionNameArg, testClockSlack.Milliseconds(), rs)
+	vals, err := cmd, rdb.Process(context.Background(), cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vals.Val()
+}
