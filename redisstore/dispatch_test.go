@@ -45,8 +45,8 @@ func TestLoneCallMatchesBatch(t *testing.T) {
 				got := call(t, rdb, request1(prefix, lone, ps, now, st.cost))
 				want := call(t, rdb, request1(prefix, batched, ps, now, st.cost),
 					request1(prefix, other, peek, now, 0))
-				if len(got) != 4 || len(want) != 8 || [4]int64(got) != [4]int64(want[:4]) {
-					t.Fatalf("step %d (cost %d): lone call %v, in a batch %v", i, st.cost, got, want[:4])
+				if len(got) != 5 || len(want) != 10 || [5]int64(got) != [5]int64(want[:5]) {
+					t.Fatalf("step %d (cost %d): lone call %v, in a batch %v", i, st.cost, got, want[:5])
 				}
 				if st.cost > 0 && got[0] == 1 {
 					admitted++

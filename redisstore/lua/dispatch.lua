@@ -66,9 +66,9 @@ local function one(key, r)
   if now < 0 then now = server_time() end
   local take = TAKE[code] or algorithm(code)
   if not take then return redis.error_reply('floodgate: unknown algorithm code ' .. code) end
-  local allowed, rem, reset, retry, sa, sb, sc, exp, keep = take(key, now, q, cap, w, cost)
-  if allowed == 1 and cost > 0 then COMMIT[code](key, now, cost, sa, sb, sc, exp, keep) end
-  return { allowed, rem, reset, retry }
+  local allowed, rem, reset, retry, full, sa, sb, sc, exp, keep = take(key, now, q, cap, w, cost)
+  if allowed == 1 and cost > 0 then COMMIT[code](key, now, cost, sa, sb, sc, exp, keep, w) end
+  return { allowed, rem, reset, retry, full }
 end
 
 local function decide(KEYS, ARGV)
