@@ -27,11 +27,15 @@ export GIT_COMMITTER_NAME=floodgate GIT_COMMITTER_EMAIL=floodgate@localhost
 git -C "$dir/repo" init -q
 git -C "$dir/repo" add -A
 git -C "$dir/repo" commit -qm "scratch copy for the install test"
-"$dir/repo/scripts/release.sh" "$version" >/dev/null
-
+# Module caches of this run only: the scratch release's v0.99.0 of one run
+# must never be served to the next, whose code differs under the same version.
 cache=$("$GO" env GOMODCACHE)
+proxy="file://$cache/cache/download,$("$GO" env GOPROXY)"
+GOMODCACHE="$dir/release-mod" GOPROXY=$proxy "$dir/repo/scripts/release.sh" "$version" >"$dir/release.log" 2>&1 ||
+  { cat "$dir/release.log" >&2; echo "FAIL scripts/release.sh $version" >&2; exit 1; }
+
 env GOPATH="$dir/gopath" GOMODCACHE="$dir/gopath/pkg/mod" GOFLAGS= GOWORK=off \
-  GOPROXY="file://$cache/cache/download,$("$GO" env GOPROXY)" GOPRIVATE=$lib \
+  GOPROXY=$proxy GOPRIVATE=$lib \
   GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0="url.file://$dir/repo.insteadOf" GIT_CONFIG_VALUE_0="https://$lib" \
   "$GO" install "$lib/cmd/floodgate@latest" 2>"$dir/install.log" ||
   { cat "$dir/install.log" >&2; echo "FAIL go install $lib/cmd/floodgate@latest" >&2; exit 1; }
