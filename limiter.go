@@ -245,6 +245,9 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 { // no timer to race an ended ctx
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -101,7 +101,7 @@ func defaults() config {
 		breaker:      defaultBreaker,
 		requestIDs:   "X-Request-Id",
 		now:          time.Now,
-		sleep:        sleepCtx,
+		sleep:        floodgate.SystemClock.Sleep,
 		random:       rand.Float64,
 		logger:       slog.Default(),
 	}
@@ -137,21 +137,6 @@ func (c *config) contradiction() error {
 		return fmt.Errorf("client: WithAttemptHeader(%q) would overwrite the request-ID header (WithRequestIDHeader)", c.attemptHeader)
 	}
 	return nil
-}
-
-// sleepCtx waits for d or until ctx is done, whichever comes first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // WithRate caps the requests per second the transport sends, summed over

@@ -1,20 +1,19 @@
 package client
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
+
+	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // TestNoRecordPerResponseByDefault: at the Info level a logger gets no
 // record for a response carrying rate-limit fields; the audit records
 // are Debug.
 func TestNoRecordPerResponseByDefault(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	var buf testkit.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	clk := newFakeClock()
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		return respond(r, 200, "", `RateLimit-Policy: "p";q=100;w=60`, `RateLimit: "p";r=99;t=60`), nil
@@ -27,9 +26,7 @@ func TestNoRecordPerResponseByDefault(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if buf.Len() != 0 {
-		t.Fatalf("records at Info: %s", buf.String())
+	if got := buf.String(); got != "" {
+		t.Fatalf("records at Info: %s", got)
 	}
 }

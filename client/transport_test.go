@@ -372,9 +372,8 @@ func TestPartitionKeyPrediction(t *testing.T) {
 }
 
 func TestAuditRecord(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var buf testkit.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	clk := newFakeClock()
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		return respond(r, 200, "", `RateLimit-Policy: "up";q=1000;qu="content-bytes";w=60;pk=:dXNlcjo0Mg==:`,
@@ -389,8 +388,9 @@ func TestAuditRecord(t *testing.T) {
 	}
 	resp.Body.Close()
 	var rec map[string]any
-	if err := json.Unmarshal(bytes.Split(buf.Bytes(), []byte("\n"))[0], &rec); err != nil {
-		t.Fatalf("%v: %s", err, buf.String())
+	logged := buf.String()
+	if err := json.Unmarshal([]byte(strings.Split(logged, "\n")[0]), &rec); err != nil {
+		t.Fatalf("%v: %s", err, logged)
 	}
 	want := map[string]any{
 		"msg": "ratelimit observation", "origin": "https://a.example", "policy": "up", "unit": "content-bytes",
@@ -403,20 +403,9 @@ func TestAuditRecord(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, rec[k], v)
 		}
 	}
-	if strings.Contains(buf.String(), "secret") {
+	if strings.Contains(logged, "secret") {
 		t.Errorf("the query string leaked into the audit log")
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func TestProbeOutput(t *testing.T) {

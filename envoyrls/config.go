@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/readhead"
 )
 
 // ErrInvalid marks every configuration error; errors.Is(err, ErrInvalid)
@@ -325,12 +326,7 @@ func Load(path string) (*Config, error) {
 }
 
 func readFile(name string) (*Domain, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := readhead.File(name, MaxFileSize)
 	if err != nil {
 		return nil, err
 	}

@@ -1,15 +1,14 @@
 package httplimit_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/storetest"
 )
 
@@ -17,9 +16,8 @@ import (
 // one log record; after the interval the next record counts the 199 held
 // back; another key gets its own record.
 func TestRefusalLogBounded(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(&lockedBuffer{b: &buf, mu: &mu}, nil))
+	var buf testkit.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	clock := storetest.NewClock(storetest.Epoch)
 	srv := serve(t, httplimit.Config{Logger: logger, Now: clock.Now, Rules: []httplimit.Rule{
 		{Pattern: "/", Key: []httplimit.KeyPart{httplimit.Header("X-Who")}, Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 1, time.Hour)}},
@@ -27,11 +25,7 @@ func TestRefusalLogBounded(t *testing.T) {
 	for range 201 {
 		do(t, "GET", srv.URL+"/", "X-Who", "a")
 	}
-	lines := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Split(strings.TrimSpace(buf.String()), "\n")
-	}
+	lines := func() []string { return strings.Split(strings.TrimSpace(buf.String()), "\n") }
 	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "suppressed=0") {
 		t.Fatalf("200 refusals of one key: %d lines %q", len(got), got)
 	}
@@ -43,15 +37,4 @@ func TestRefusalLogBounded(t *testing.T) {
 	if len(got) != 3 || !strings.Contains(got[2], "suppressed=199") {
 		t.Fatalf("after the interval: %q", got)
 	}
-}
-
-type lockedBuffer struct {
-	b  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
 }

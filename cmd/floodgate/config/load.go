@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/floodgate/floodgate/internal/readhead"
 	"gopkg.in/yaml.v3"
 )
 
@@ -67,12 +67,7 @@ func (es Errors) Unwrap() error { return ErrInvalid }
 // returned as it is; every problem in the content is returned at once as
 // Errors.
 func Load(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := readhead.File(path, MaxFileSize)
 	if err != nil {
 		return nil, err
 	}
