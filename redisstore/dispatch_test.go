@@ -10,15 +10,17 @@ import (
 	"github.com/floodgate/floodgate"
 )
 
-// TestLoneCallMatchesBatch: a call of one request with one policy, which
-// lua/dispatch.lua decides on a path of its own (one), answers as the
-// general path does. For each algorithm the same requests — admissions, a
-// peek, a cost over what remains, denials, then admissions again as the
-// window moves on — go to one key as lone calls and to another key as the
-// first request of two-request calls (the second a peek of a third key),
-// at the same test times; every reply must match, and the sequence must
-// both admit and deny.
-func TestLoneCallMatchesBatch(t *testing.T) {
+// TestSingleMatchesSeveral: a request of one policy, which
+// lua/dispatch.lua decides on a path of its own (single), answers as the
+// general path (several) answers for the same policy in a request of two.
+// For each algorithm the same requests — admissions, a peek, a cost over
+// what remains, denials, then admissions again as the window moves on — go
+// to one key as lone one-policy calls, and to another key within
+// two-policy requests (the second policy a quota never reached) that are
+// the first of two-request calls (the second a peek of a third key), at
+// the same test times; every reply of the policy must match, and the
+// sequence must both admit and deny.
+func TestSingleMatchesSeveral(t *testing.T) {
 	rdb := standaloneClient(t)
 	ctx := context.Background()
 	if err := rdb.FunctionLoadReplace(ctx, library).Err(); err != nil {
@@ -36,17 +38,18 @@ func TestLoneCallMatchesBatch(t *testing.T) {
 	for _, a := range []floodgate.Algorithm{floodgate.FixedWindow, floodgate.SlidingWindowLog,
 		floodgate.SlidingWindowCounter, floodgate.TokenBucket, floodgate.GCRA} {
 		t.Run(a.String(), func(t *testing.T) {
-			ps := []floodgate.Policy{{Name: "p", Algorithm: a, Quota: 4, Window: 100 * time.Millisecond}}
+			p := floodgate.Policy{Name: "p", Algorithm: a, Quota: 4, Window: 100 * time.Millisecond}
+			wide := floodgate.Policy{Name: "wide", Algorithm: floodgate.FixedWindow, Quota: 1 << 40, Window: time.Hour}
 			peek := []floodgate.Policy{{Name: "q", Algorithm: floodgate.GCRA, Quota: 1, Window: time.Second}}
-			lone, batched, other := a.String()+"-lone", a.String()+"-batched", a.String()+"-other"
+			lone, paired, other := a.String()+"-lone", a.String()+"-paired", a.String()+"-other"
 			now, admitted, denied := start, 0, 0
 			for i, st := range steps {
 				now += st.after.Microseconds()
-				got := call(t, rdb, request1(prefix, lone, ps, now, st.cost))
-				want := call(t, rdb, request1(prefix, batched, ps, now, st.cost),
+				got := call(t, rdb, request1(prefix, lone, []floodgate.Policy{p}, now, st.cost))
+				want := call(t, rdb, request1(prefix, paired, []floodgate.Policy{p, wide}, now, st.cost),
 					request1(prefix, other, peek, now, 0))
-				if len(got) != 5 || len(want) != 10 || [5]int64(got) != [5]int64(want[:5]) {
-					t.Fatalf("step %d (cost %d): lone call %v, in a batch %v", i, st.cost, got, want[:5])
+				if len(got) != 5 || len(want) != 15 || [5]int64(got) != [5]int64(want[:5]) {
+					t.Fatalf("step %d (cost %d): alone %v, beside another policy %v", i, st.cost, got, want[:5])
 				}
 				if st.cost > 0 && got[0] == 1 {
 					admitted++

@@ -26,11 +26,12 @@ func packed(fields ...int64) string {
 	return string(b)
 }
 
-// TestStatesOfEarlierVersions writes each algorithm's state as versions
-// before the window was kept wrote it — packed without the window, or
-// decimal text — and requires the store to decide on it as package
-// algorithm does on the same fields with W = 0 (read as the policy's
-// window), then to write it back in the current form.
+// TestStatesOfEarlierVersions writes each algorithm's state as earlier
+// versions wrote it — packed without the window, or decimal text, or, for
+// the token bucket and GCRA, packed with the window but without the
+// expiry set — and requires the store to decide on it as package algorithm
+// does on the same fields (W = 0 reads as the policy's window), then to
+// write it back in the current form.
 func TestStatesOfEarlierVersions(t *testing.T) {
 	rdb := standaloneClient(t)
 	clock := storetest.NewClock(storetest.Epoch.Add(90 * time.Second))
@@ -50,9 +51,11 @@ func TestStatesOfEarlierVersions(t *testing.T) {
 		{floodgate.FixedWindow, fmt.Sprintf("%d:%d", start, 7), algorithm.State{A: start, B: 7}, 24},
 		{floodgate.SlidingWindowCounter, packed(start, 3, 8), algorithm.State{A: start, B: 3, C: 8}, 32},
 		{floodgate.SlidingWindowCounter, fmt.Sprintf("%d:%d:%d", start, 3, 8), algorithm.State{A: start, B: 3, C: 8}, 32},
-		{floodgate.TokenBucket, packed(now-5*sec, 9*60*sec), algorithm.State{A: now - 5*sec, B: 9 * 60 * sec}, 24},
-		{floodgate.GCRA, packed(now+48*sec, 3, 10), algorithm.State{A: now + 48*sec, B: 3, C: 10}, 32},
-		{floodgate.GCRA, packed(now+48*sec, 3), algorithm.State{A: now + 48*sec, B: 3}, 32},
+		{floodgate.TokenBucket, packed(now-5*sec, 9*60*sec), algorithm.State{A: now - 5*sec, B: 9 * 60 * sec}, 32},
+		{floodgate.TokenBucket, packed(now-5*sec, 9*30*sec, 30*sec), algorithm.State{A: now - 5*sec, B: 9 * 30 * sec, W: 30 * sec}, 32},
+		{floodgate.GCRA, packed(now+48*sec, 3, 10), algorithm.State{A: now + 48*sec, B: 3, C: 10}, 40},
+		{floodgate.GCRA, packed(now+48*sec, 3), algorithm.State{A: now + 48*sec, B: 3}, 40},
+		{floodgate.GCRA, packed(now+24*sec, 3, 10, 30*sec), algorithm.State{A: now + 24*sec, B: 3, C: 10, W: 30 * sec}, 40},
 	} {
 		p.Algorithm = c.a
 		key := "k" + strconv.Itoa(i)

@@ -91,8 +91,8 @@ echo "== load: $rounds rounds of $dur, 64 concurrent calls, interleaved"
 results=$work/results
 for ((r = 1; r <= rounds; r++)); do
   for keys in 1 1000; do
-    "$work/rlsload" -label floodgate-redis -addr "$fg_redis" -keys $keys -duration "$dur" -pids "$fgredis_pid,$redis_pid" | tee -a "$results"
-    "$work/rlsload" -label ratelimit-redis -addr "$rl" -keys $keys -duration "$dur" -pids "$rl_pid,$redis_pid" | tee -a "$results"
+    "$work/rlsload" -label floodgate-redis -addr "$fg_redis" -keys $keys -duration "$dur" -pids "$fgredis_pid,$redis_pid" -redis-pid "$redis_pid" | tee -a "$results"
+    "$work/rlsload" -label ratelimit-redis -addr "$rl" -keys $keys -duration "$dur" -pids "$rl_pid,$redis_pid" -redis-pid "$redis_pid" | tee -a "$results"
     "$work/rlsload" -label floodgate-memory -addr "$fg_mem" -keys $keys -duration "$dur" -pids "$fgmem_pid" | tee -a "$results"
     "$work/rlsload" -label gubernator -proto gubernator -addr "$gub" -keys $keys -duration "$dur" -pids "$gub_pid" | tee -a "$results"
   done
@@ -101,12 +101,17 @@ done
 echo "== medians of $rounds rounds (server CPU: Redis' included for the Redis runs)"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for keys in 1 1000; do
-  declare -A rate cpu
+  declare -A rate cpu rcpu
   for t in floodgate-redis ratelimit-redis floodgate-memory gubernator; do
     rate[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results" | median)
     cpu[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $4+0}' "$results" | median)
     printf '%s keys\t%-17s %8.0f decisions/s\t%6.1f µs CPU/decision\n' "$keys" "$t" "${rate[$t]}" "${cpu[$t]}"
   done
+  for t in floodgate-redis ratelimit-redis; do
+    rcpu[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $6+0}' "$results" | median)
+  done
+  awk -v a="${rcpu[floodgate-redis]}" -v b="${rcpu[ratelimit-redis]}" -v k="$keys" \
+    'BEGIN {printf "%s keys\tRedis CPU/decision: Floodgate %.2f µs, ratelimit %.2f µs, ratio %.2f×\n", k, a, b, a/b}'
   awk -v a="${rate[floodgate-redis]}" -v b="${rate[ratelimit-redis]}" -v c="${rate[floodgate-memory]}" -v d="${rate[gubernator]}" -v k="$keys" \
     'BEGIN {printf "%s keys\tFloodgate/ratelimit on Redis %.2f×\tFloodgate memory/gubernator %.2f×\n", k, a/b, c/d}'
 done

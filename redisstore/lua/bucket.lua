@@ -39,3 +39,31 @@ local function bucket(debt, q, cap, w, cost)
   debt = debt + cost * w
   return 1, avail - cost, next_unit(debt, full, q, w), 0, debt
 end
+
+-- A bucket's key must outlive the state's difference from a full bucket,
+-- which every admitted cost pushes later; moving a key's expiry costs
+-- Redis more than the rest of the write. So the expiry is set with
+-- headroom, HEADROOM (µs) or the policy's window if shorter, past the time
+-- needed, and kept (KEEPTTL) while it still covers the time needed: a busy
+-- key below its limit moves its expiry about once a HEADROOM, and an idle
+-- key lives at most HEADROOM longer. The expiry set is kept in the state
+-- (E, see load), so that the next write knows it.
+local HEADROOM = 1000000
+
+-- expiry returns the expiry (µs) of a key whose state differs from a full
+-- bucket until needed, and whether the key keeps its TTL: set is the
+-- expiry the key was given (its state's E; 0 when unknown).
+local function expiry(needed, set, w)
+  if set >= needed then return set, true end
+  if w < HEADROOM then return needed + w, false end
+  return needed + HEADROOM, false
+end
+
+-- hold is the commit of the token bucket and GCRA: put's, with the key's
+-- expiry exp kept in the state, as (a, b, exp, w), or (a, b, c, w, exp)
+-- when c is not nil.
+local function hold(key, now, _, a, b, c, exp, keep, w)
+  local v
+  if c then v = pack('>ddddd', a, b, c, w, exp) else v = pack('>dddd', a, b, exp, w) end
+  write(key, v, now, exp, keep)
+end

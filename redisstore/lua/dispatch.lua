@@ -41,15 +41,14 @@ local function algorithm(code)
   return TAKE[code]
 end
 
--- request decodes request r's policies into ALG … COST and returns its
--- time and policy count.
+-- request decodes request r's policies into ALG … COST and returns their
+-- count.
 local function request(r)
-  local p = (#r - 8) / 33
-  local now, pos = unpack('>d', r)
+  local p, pos = (#r - 8) / 33, 9
   for i = 1, p do
     ALG[i], Q[i], CAP[i], W[i], COST[i], pos = unpack('>Bdddd', r, pos)
   end
-  return now, p
+  return p
 end
 
 -- server_time is the server's clock (µs since the epoch).
@@ -58,17 +57,64 @@ local function server_time()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- one decides a call of one request with one policy, the most common, as
--- decide's loops would, without their tables: its cost is 0 only for a
--- peek, and its one policy decides alone.
-local function one(key, r)
-  local now, code, q, cap, w, cost = unpack('>dBdddd', r)
-  if now < 0 then now = server_time() end
+-- single decides a request of one policy, as several would, without its
+-- tables: its cost is 0 only for a peek, and its one policy decides alone.
+-- It returns the decision's five numbers, or nil for an unknown algorithm.
+local function single(key, now, code, q, cap, w, cost)
   local take = TAKE[code] or algorithm(code)
-  if not take then return redis.error_reply('floodgate: unknown algorithm code ' .. code) end
+  if not take then return nil end
   local allowed, rem, reset, retry, full, sa, sb, sc, exp, keep = take(key, now, q, cap, w, cost)
   if allowed == 1 and cost > 0 then COMMIT[code](key, now, cost, sa, sb, sc, exp, keep, w) end
-  return { allowed, rem, reset, retry, full }
+  return allowed, rem, reset, retry, full
+end
+
+-- unknown is the error reply for a request naming an algorithm code that
+-- WIRE lacks.
+local function unknown(code)
+  return redis.error_reply('floodgate: unknown algorithm code ' .. code)
+end
+
+-- several decides request r of p policies, its keys following KEYS[k],
+-- into out after out[o], all or nothing, and returns the new o, or nil and
+-- an error reply.
+local function several(KEYS, k, r, now, out, o)
+  local p = request(r)
+  -- A request charged nothing in every unit is a peek; otherwise a policy
+  -- charged nothing reports its standing and cannot deny.
+  local peek = true
+  for i = 1, p do
+    if COST[i] > 0 then peek = false end
+  end
+  -- take returns the decision (allowed, remaining, reset, retry, full)
+  -- and, when it admits a cost, the write to make: state fields a, b, c,
+  -- expiry, keep-TTL flag (the window is the policy's, passed to the
+  -- commit as its last argument). The writes wait until every policy of
+  -- the request has admitted it (all or nothing).
+  local base, ok = o, true
+  for i = 1, p do
+    local code, cost = ALG[i], COST[i]
+    local take = TAKE[code] or algorithm(code)
+    if not take then return nil, unknown(code) end
+    local allowed, rem, reset, retry, full
+    allowed, rem, reset, retry, full, SA[i], SB[i], SC[i], EXP[i], KEEP[i] = take(KEYS[k + i], now, Q[i], CAP[i], W[i], cost)
+    if cost == 0 and not peek then allowed, retry = 1, 0 end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, full
+    o = o + 5
+    ok = ok and allowed == 1
+  end
+  if ok then
+    for i = 1, p do
+      if COST[i] > 0 then
+        COMMIT[ALG[i]](KEYS[k + i], now, COST[i], SA[i], SB[i], SC[i], EXP[i], KEEP[i], W[i])
+      end
+    end
+  else
+    for i = 1, p do
+      local j = base + 5 * (i - 1)
+      if out[j + 1] == 1 then out[j + 2] = out[j + 2] + COST[i] end
+    end
+  end
+  return o
 end
 
 local function decide(KEYS, ARGV)
@@ -77,51 +123,29 @@ local function decide(KEYS, ARGV)
     pack, unpack, call = struct.pack, struct.unpack, redis.call
   end
   slack = tonumber(ARGV[1])
-  if #ARGV == 2 and #ARGV[2] == 41 then return one(KEYS[1], ARGV[2]) end
   local out, o, k = {}, 0, 0
   local server_now
   for a = 2, #ARGV do
-    local now, p = request(ARGV[a])
+    local r = ARGV[a]
+    local now = unpack('>d', r)
     if now < 0 then
       server_now = server_now or server_time()
       now = server_now
     end
-    -- A request charged nothing in every unit is a peek; otherwise a policy
-    -- charged nothing reports its standing and cannot deny.
-    local peek = true
-    for i = 1, p do
-      if COST[i] > 0 then peek = false end
-    end
-    -- take returns the decision (allowed, remaining, reset, retry, full)
-    -- and, when it admits a cost, the write to
-    -- make: state fields a, b, c, expiry, keep-TTL flag (the window is the
-    -- policy's, passed to the commit as its last argument). The writes wait
-    -- until every policy of the request has admitted it (all or nothing).
-    local base, ok = o, true
-    for i = 1, p do
-      local code, cost = ALG[i], COST[i]
-      local take = TAKE[code] or algorithm(code)
-      if not take then return redis.error_reply('floodgate: unknown algorithm code ' .. code) end
-      local allowed, rem, reset, retry, full
-      allowed, rem, reset, retry, full, SA[i], SB[i], SC[i], EXP[i], KEEP[i] = take(KEYS[k + i], now, Q[i], CAP[i], W[i], cost)
-      if cost == 0 and not peek then allowed, retry = 1, 0 end
+    if #r == 41 then
+      -- One policy, the most common request: decided without the tables.
+      local code, q, cap, w, cost = unpack('>Bdddd', r, 9)
+      k = k + 1
+      local allowed, rem, reset, retry, full = single(KEYS[k], now, code, q, cap, w, cost)
+      if not allowed then return unknown(code) end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, full
       o = o + 5
-      ok = ok and allowed == 1
-    end
-    if ok then
-      for i = 1, p do
-        if COST[i] > 0 then
-          COMMIT[ALG[i]](KEYS[k + i], now, COST[i], SA[i], SB[i], SC[i], EXP[i], KEEP[i], W[i])
-        end
-      end
     else
-      for i = 1, p do
-        local j = base + 5 * (i - 1)
-        if out[j + 1] == 1 then out[j + 2] = out[j + 2] + COST[i] end
-      end
+      local err
+      o, err = several(KEYS, k, r, now, out, o)
+      if not o then return err end
+      k = k + (#r - 8) / 33
     end
-    k = k + p
   end
   return out
 end

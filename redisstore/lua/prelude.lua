@@ -54,36 +54,42 @@ end
 
 -- A state is stored as big-endian doubles: the algorithm package's State
 -- fields A, B, C and W (the window it was written under), each an integer
--- below 2^53, so exact; algorithms without a C (fixed window, token
--- bucket) store A, B and W (24 bytes), the others all four (32 bytes).
--- Packing and unpacking cost a fraction of formatting and parsing decimal
--- text. Earlier versions wrote A and B (16 bytes), or A, B and C (24 bytes,
--- for the algorithms with a C), or the decimal form "A:B" or "A:B:C" (it
+-- below 2^53, so exact; the fixed window, without a C, stores A, B and W
+-- (24 bytes), the sliding counter all four (32 bytes); the token bucket
+-- stores A, B, E and W (32 bytes) and GCRA A, B, C, W and E (40 bytes), E
+-- the expiry its key was given (see expiry in bucket.lua). Packing and
+-- unpacking cost a fraction of formatting and parsing decimal text.
+-- Earlier versions wrote A and B (16 bytes), or A, B and C (24 bytes, for
+-- the algorithms with a C), or the decimal form "A:B" or "A:B:C" (it
 -- starts with a digit or '-', which a packed non-negative integer never
--- does: its first byte is 0x00 or 0x3F-0x43); these are still read, with
--- the fields they lack 0 (W = 0: the policy's window). load returns
--- whether the key exists, then A, B, C and W; has_c says whether the
+-- does: its first byte is 0x00 or 0x3F-0x43), or the buckets' states
+-- without E (24 and 32 bytes); these are still read, with the fields they
+-- lack 0 (W = 0: the policy's window; E = 0: unknown). load returns
+-- whether the key exists, then A, B, C, W and E; has_c says whether the
 -- algorithm keeps a C.
 local function load(key, has_c)
   local v = call('GET', key)
-  if not v then return false, 0, 0, 0, 0 end
+  if not v then return false, 0, 0, 0, 0, 0 end
   local first = byte(v, 1)
   if first == 45 or (first >= 48 and first <= 57) then
     local a, b, c = match(v, '^(%-?%d+):(%-?%d+):?(%-?%d*)$')
-    if a then return true, tonumber(a), tonumber(b), tonumber(c) or 0, 0 end
-    return false, 0, 0, 0, 0
+    if a then return true, tonumber(a), tonumber(b), tonumber(c) or 0, 0, 0 end
+    return false, 0, 0, 0, 0, 0
   end
-  if #v == 32 then
-    local a, b, c, w = unpack('>dddd', v)
-    return true, a, b, c, w
+  local n = #v
+  if n == 40 then return true, unpack('>ddddd', v) end
+  if n == 32 then
+    local a, b, x, w = unpack('>dddd', v)
+    if has_c then return true, a, b, x, w, 0 end
+    return true, a, b, 0, w, x
   end
-  if #v == 24 then
+  if n == 24 then
     local a, b, x = unpack('>ddd', v)
-    if has_c then return true, a, b, x, 0 end
-    return true, a, b, 0, x
+    if has_c then return true, a, b, x, 0, 0 end
+    return true, a, b, 0, x, 0
   end
   local a, b = unpack('>dd', v)
-  return true, a, b, 0, 0
+  return true, a, b, 0, 0, 0
 end
 
 -- ttl converts the absolute expiry exp (µs) of a state into PX
@@ -100,6 +106,16 @@ local function ttl(exp, now) return max(ceildiv(exp - now, 1000), 1) + slack end
 -- names.
 local function int(x) return format('%.0f', x) end
 
+-- write stores value v at key, keeping the key's TTL (keep) or setting
+-- it to expire at exp (µs).
+local function write(key, v, now, exp, keep)
+  if keep then
+    call('SET', key, v, 'KEEPTTL')
+  else
+    call('SET', key, v, 'PX', ttl(exp, now))
+  end
+end
+
 -- put is the commit of the algorithms kept in a string: it writes the state
 -- (a, b, c, w), or (a, b, w) when c is nil, w the policy's window; keep
 -- keeps the key's TTL (KEEPTTL) instead of setting it to expire at exp.
@@ -107,9 +123,5 @@ local function int(x) return format('%.0f', x) end
 local function put(key, now, _, a, b, c, exp, keep, w)
   local v
   if c then v = pack('>dddd', a, b, c, w) else v = pack('>ddd', a, b, w) end
-  if keep then
-    call('SET', key, v, 'KEEPTTL')
-  else
-    call('SET', key, v, 'PX', ttl(exp, now))
-  end
+  write(key, v, now, exp, keep)
 end

@@ -1,9 +1,9 @@
--- Token bucket (A4): state (last update, debt, window), expiring when
--- the bucket is full again.
+-- Token bucket (A4): state (last update, debt, expiry, window), expiring
+-- after the bucket is full again (see expiry in bucket.lua).
 -- Loaded only by a call that uses it (see dispatch.lua).
 local function token_bucket()
   local function take(key, now, q, cap, w, cost)
-    local _, sa, sb, _, sw = load(key, false)
+    local _, sa, sb, _, sw, se = load(key, false)
     local t = max(now, sa) -- a clock that stepped back refills nothing
     local debt = rescale(sb, sw, cap, w) -- at the last update
     local e = t - sa
@@ -19,9 +19,10 @@ local function token_bucket()
       if retry > 0 then retry = retry + d end
     end
     if ok == 1 and cost > 0 then
-      return ok, rem, reset, retry, 0, t, after, nil, t + ceildiv(after, q)
+      local exp, keep = expiry(t + ceildiv(after, q), se, w)
+      return ok, rem, reset, retry, 0, t, after, nil, exp, keep
     end
     return ok, rem, reset, retry, 0
   end
-  return take, put
+  return take, hold
 end

@@ -41,6 +41,7 @@ type options struct {
 	keys     int
 	quota    int64
 	batch    int
+	inflight int
 }
 
 func main() {
@@ -86,6 +87,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.keys, "keys", 10000, "partition keys the load walks over")
 	flag.Int64Var(&o.quota, "quota", 100, "the policy's quota per second and key (1 key and a large quota: a hot key that is admitted)")
 	flag.IntVar(&o.batch, "batch", 128, "most decisions per script call (redisstore.WithBatching); 1 sends each alone")
+	flag.IntVar(&o.inflight, "inflight", 4, "most script calls in flight at once (redisstore.WithBatching)")
 	flag.Parse()
 	if *addrs == "" {
 		return o, fmt.Errorf("no Redis: give -redis or set FLOODGATE_TEST_REDIS")

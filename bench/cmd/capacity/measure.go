@@ -85,7 +85,7 @@ func floodgateTake(c *redisload.Client, prefix string, a floodgate.Algorithm, o 
 		return nil, nil
 	}
 	st, err := redisstore.New(c.UniversalClient, redisstore.WithPrefix(prefix),
-		redisstore.WithTimeout(time.Second), redisstore.WithBatching(o.batch, 4))
+		redisstore.WithTimeout(time.Second), redisstore.WithBatching(o.batch, o.inflight))
 	if err != nil {
 		return nil, err
 	}

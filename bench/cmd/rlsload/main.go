@@ -34,6 +34,7 @@ func main() {
 	conns := flag.Int("conns", 4, "gRPC connections the calls share")
 	dur := flag.Duration("duration", 5*time.Second, "how long to load")
 	pids := flag.String("pids", "", "comma-separated PIDs whose CPU (utime+stime) is counted as the server's")
+	redisPID := flag.String("redis-pid", "", "a PID whose CPU per decision is also printed on its own (redis-server's)")
 	label := flag.String("label", "", "name printed first on the result line")
 	diff := flag.String("diff", "", "two RateLimitService addresses A,B: send one request sequence to both and compare")
 	writeConfig := flag.String("write-config", "", "write the configuration of -diff (domain diff) and of the load (domain bench) into this directory and exit")
@@ -53,14 +54,15 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	before := cpu(*pids)
+	before, redisBefore := cpu(*pids), cpu(*redisPID)
 	n, errs := load(call, *keys, *conc, *dur)
-	used := cpu(*pids) - before
+	used, redisUsed := cpu(*pids)-before, cpu(*redisPID)-redisBefore
 	if n == 0 {
 		log.Fatalf("no decision answered (%d errors)", errs)
 	}
-	fmt.Printf("%s\t%d keys\t%.0f decisions/s\t%.1f µs server CPU/decision\t%d errors\n",
-		*label, *keys, float64(n)/dur.Seconds(), float64(used.Microseconds())/float64(n), errs)
+	perDecision := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+	fmt.Printf("%s\t%d keys\t%.0f decisions/s\t%.1f µs server CPU/decision\t%d errors\t%.2f µs Redis CPU/decision\n",
+		*label, *keys, float64(n)/dur.Seconds(), perDecision(used), errs, perDecision(redisUsed))
 }
 
 // load runs conc loops calling call with keys spread round-robin until dur
