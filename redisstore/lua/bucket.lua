@@ -27,6 +27,15 @@ end
 
 -- bucket returns allowed, remaining, reset, retry and the debt after cost.
 local function bucket(debt, q, cap, w, cost)
+  if debt <= 0 then
+    -- A full bucket, the usual state of a key below its limit: the general
+    -- arithmetic below with debt 0, worked out (the next unit after cost
+    -- whole units is one unit's time away).
+    local c = max(cost, 1)
+    if c > cap then return 0, cap, 0, ceildiv((c - cap) * w, q), 0 end
+    if cost == 0 then return 1, cap, 0, 0, 0 end
+    return 1, cap - cost, ceildiv(w, q), 0, cost * w
+  end
   local full = cap * w
   local avail = max(idiv(full - debt, w), 0)
   local reset = next_unit(debt, full, q, w)
