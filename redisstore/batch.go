@@ -18,6 +18,7 @@ type request struct {
 
 	state atomic.Int32  // queued, taken or abandoned
 	done  chan struct{} // one send per use by an executor: out/err are ready
+	timer *time.Timer   // bounds the caller's wait (Store.wait); kept with r, as a new one per wait costs more
 
 	keyBuf [4]string
 	args   [8]any // the script call's arguments when r is sent alone (see evalCmd)

@@ -279,14 +279,18 @@ func (s *Store) request(t string, cost floodgate.Cost, policies []floodgate.Poli
 // hold it.
 func (s *Store) wait(ctx context.Context, r *request) error {
 	if !s.b.submit(ctx, r) {
-		timer := time.NewTimer(s.timeout)
-		defer timer.Stop()
+		if r.timer == nil {
+			r.timer = time.NewTimer(s.timeout)
+		} else {
+			r.timer.Reset(s.timeout) // stopped, and since Go 1.23 nothing stale in its channel
+		}
+		defer r.timer.Stop()
 		select {
 		case <-r.done:
 		case <-ctx.Done():
 			r.state.CompareAndSwap(queued, abandoned)
 			return ctx.Err()
-		case <-timer.C:
+		case <-r.timer.C:
 			r.state.CompareAndSwap(queued, abandoned)
 			return s.timedOut()
 		}
