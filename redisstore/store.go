@@ -284,10 +284,13 @@ func (s *Store) wait(ctx context.Context, r *request) error {
 		} else {
 			r.timer.Reset(s.timeout) // stopped, and since Go 1.23 nothing stale in its channel
 		}
-		defer r.timer.Stop()
+		// The timer is stopped here, not deferred: r may go back to the
+		// pool below, and the next caller to get it arms the same timer.
 		select {
 		case <-r.done:
+			r.timer.Stop()
 		case <-ctx.Done():
+			r.timer.Stop()
 			r.state.CompareAndSwap(queued, abandoned)
 			return ctx.Err()
 		case <-r.timer.C:
