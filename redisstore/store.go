@@ -237,17 +237,26 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 	if err := s.wait(ctx, r); err != nil {
 		return err
 	}
-	denied := false
+	denied, peek := false, cost.IsPeek()
 	for i := range policies {
 		o := r.out[replyFields*i:]
+		allowed, retry := o[0] == 1, o[3]
+		if !allowed && !peek && cost.Of(policies[i].Unit) == 0 {
+			// The script sees only each policy's part of the cost, so a
+			// request none of whose policies it charges (a bodiless request
+			// against content-bytes policies) reads to it as a peek. It is
+			// not one: a policy charged nothing reports its standing and
+			// never denies.
+			allowed, retry = true, 0
+		}
 		results[i] = floodgate.Result{
-			Allowed:    o[0] == 1,
+			Allowed:    allowed,
 			Remaining:  o[1],
 			ResetAfter: time.Duration(o[2]) * time.Microsecond,
-			RetryAfter: time.Duration(o[3]) * time.Microsecond,
+			RetryAfter: time.Duration(retry) * time.Microsecond,
 			FullAfter:  time.Duration(o[4]) * time.Microsecond,
 		}
-		denied = denied || o[0] != 1
+		denied = denied || !allowed
 	}
 	putRequest(r)
 	if denied && s.near != nil {
@@ -284,10 +293,13 @@ func (s *Store) wait(ctx context.Context, r *request) error {
 		} else {
 			r.timer.Reset(s.timeout) // stopped, and since Go 1.23 nothing stale in its channel
 		}
-		defer r.timer.Stop()
+		// The timer is stopped here, not deferred: r may go back to the
+		// pool below, and the next caller to get it arms the same timer.
 		select {
 		case <-r.done:
+			r.timer.Stop()
 		case <-ctx.Done():
+			r.timer.Stop()
 			r.state.CompareAndSwap(queued, abandoned)
 			return ctx.Err()
 		case <-r.timer.C:

@@ -328,6 +328,26 @@ func units(t *testing.T, newStore NewStore) {
 			if res[1].Allowed || !res[0].Allowed || res[0].Remaining != 1 {
 				t.Fatalf("body over the bytes left: %+v, want bytes denying and req unspent at 1", res)
 			}
+			// The content-bytes policy alone, exhausted: a bodiless request
+			// is charged nothing by it, yet is no peek, so it is not denied;
+			// a peek says that 1 more would not pass.
+			take(floodgate.Cost{ContentBytes: 2})
+			if !res[1].Allowed || res[1].Remaining != 0 {
+				t.Fatalf("body of the bytes left: %+v, want admitted with 0 left", res)
+			}
+			alone := make([]floodgate.Result, 1)
+			if err := st.Take(context.Background(), "u", floodgate.Cost{Requests: 1}, ps[1:], alone); err != nil {
+				t.Fatal(err)
+			}
+			if r := alone[0]; !r.Allowed || r.Remaining != 0 || r.RetryAfter != 0 {
+				t.Fatalf("bodiless request to the exhausted bytes policy alone: %+v, want admitted, 0 left, no retry", r)
+			}
+			if err := st.Take(context.Background(), "u", floodgate.Cost{}, ps[1:], alone); err != nil {
+				t.Fatal(err)
+			}
+			if r := alone[0]; r.Allowed || r.Remaining != 0 || r.RetryAfter == 0 {
+				t.Fatalf("peek at the exhausted bytes policy alone: %+v, want denied with a retry", r)
+			}
 		})
 	}
 }

@@ -61,11 +61,16 @@ local HEADROOM = 1000000
 
 -- expiry returns the expiry (µs) of a key whose state differs from a full
 -- bucket until needed, and whether the key keeps its TTL: set is the
--- expiry the key was given (its state's E; 0 when unknown).
+-- expiry the key was given (its state's E; 0 when unknown). The TTL is
+-- kept only while set lies within the headroom past needed: an E further
+-- away (the time needed came earlier under a raised policy, or the state
+-- is not one this code wrote, E infinite or NaN) is moved, so that the key
+-- still lives at most the headroom longer than its state needs.
 local function expiry(needed, set, w)
-  if set >= needed then return set, true end
-  if w < HEADROOM then return needed + w, false end
-  return needed + HEADROOM, false
+  local room = HEADROOM
+  if w < room then room = w end
+  if set >= needed and set - needed <= room then return set, true end
+  return needed + room, false
 end
 
 -- hold is the commit of the token bucket and GCRA: put's, with the key's
