@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -69,22 +68,6 @@ func TestBucketKeysOutliveTheirState(t *testing.T) {
 	if err := rdb.FunctionLoadReplace(ctx, library).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// FLOODGATE_OLD_LUA, when set, names the concatenated Lua of an
-	// earlier version: loaded too, it decides about a third of the calls,
-	// as in a rolling upgrade.
-	var oldName string
-	if path := os.Getenv("FLOODGATE_OLD_LUA"); path != "" {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		oldName = "floodgate_old_attack"
-		lib := "#!lua name=" + oldName + "\n" + string(src) + "\nredis.register_function('" + oldName + "', decide)\n"
-		if err := rdb.FunctionLoadReplace(ctx, lib).Err(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rdb.FunctionDelete(context.Background(), oldName) })
-	}
 	prefix := newPrefix(t, rdb)
 	rng := rand.New(rand.NewPCG(11, 3))
 	algs := []floodgate.Algorithm{floodgate.TokenBucket, floodgate.GCRA}
@@ -146,11 +129,7 @@ func TestBucketKeysOutliveTheirState(t *testing.T) {
 			r.encode(-1, o.policies, floodgate.Cost{Requests: o.cost})
 			ops[i], reqs[i] = o, r
 		}
-		fn := functionNameArg
-		if oldName != "" && rng.IntN(3) == 0 {
-			fn = oldName
-		}
-		cmd := evalCmd(ctx, "fcall", fn, 0, reqs)
+		cmd := evalCmd(ctx, "fcall", functionNameArg, 0, reqs)
 		if err := rdb.Process(ctx, cmd); err != nil {
 			t.Fatal(err)
 		}

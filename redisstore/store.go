@@ -291,13 +291,21 @@ func (s *Store) wait(ctx context.Context, r *request) error {
 		if r.timer == nil {
 			r.timer = time.NewTimer(s.timeout)
 		} else {
-			r.timer.Reset(s.timeout) // stopped, and since Go 1.23 nothing stale in its channel
+			r.timer.Reset(s.timeout) // stopped and drained by the wait before
 		}
 		// The timer is stopped here, not deferred: r may go back to the
 		// pool below, and the next caller to get it arms the same timer.
 		select {
 		case <-r.done:
-			r.timer.Stop()
+			if !r.timer.Stop() {
+				// Fired meanwhile: with timers before Go 1.23's
+				// (GODEBUG=asynctimerchan=1) its tick would wait in the
+				// channel and end the next wait at once.
+				select {
+				case <-r.timer.C:
+				default:
+				}
+			}
 		case <-ctx.Done():
 			r.timer.Stop()
 			r.state.CompareAndSwap(queued, abandoned)
