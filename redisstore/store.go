@@ -589,7 +589,15 @@ func evalCmd(ctx context.Context, verb, body any, slack int64, group []*request)
 	return cmd
 }
 
-var errShortReply = errors.New("redisstore: script reply has the wrong length")
+var (
+	errShortReply = errors.New("redisstore: script reply has the wrong length")
+	// errOutOfRange is a request's answer when a number of its reply is one
+	// the script never computes from a state it wrote (a negative time, an
+	// allowed flag other than 0 or 1): some other writer left a value at
+	// one of its keys, such as an infinite debt, which would otherwise
+	// reach clients as a negative Retry-After.
+	errOutOfRange = errors.New("redisstore: script reply out of range: a key holds a value Floodgate did not write")
+)
 
 // replyFields is how many numbers the script replies per policy: allowed,
 // remaining, reset after, retry after and full after (dispatch.lua).
@@ -614,5 +622,20 @@ func deliver(group []*request, cmd *redis.IntSliceCmd) {
 		}
 		n := replyFields * len(r.keys)
 		r.out, vals = vals[:n:n], vals[n:]
+		if !inRange(r.out) {
+			r.err = errOutOfRange
+		}
 	}
+}
+
+// inRange reports whether every policy's reply in out is one the script
+// can give: allowed 0 or 1, remaining and the three times not negative.
+func inRange(out []int64) bool {
+	for i := 0; i < len(out); i += replyFields {
+		o := out[i : i+replyFields]
+		if o[0]&^1 != 0 || o[1] < 0 || o[2] < 0 || o[3] < 0 || o[4] < 0 {
+			return false
+		}
+	}
+	return true
 }
