@@ -202,16 +202,3 @@ func TestDifferentialAlgorithm(t *testing.T) {
 		})
 	}
 }
-
-func decideInPlace(a floodgate.Algorithm, s *algorithm.State, now int64, p algorithm.Params, cost int64, r *algorithm.Result) {
-	switch a {
-	case floodgate.FixedWindow:
-		algorithm.FixedWindow(s, now, p, cost, r)
-	case floodgate.SlidingWindowCounter:
-		algorithm.SlidingWindowCounter(s, now, p, cost, r)
-	case floodgate.TokenBucket:
-		algorithm.TokenBucket(s, now, p, cost, r)
-	default:
-		algorithm.GCRA(s, now, p, cost, r)
-	}
-}

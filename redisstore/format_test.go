@@ -120,17 +120,22 @@ func oldLog(t *testing.T, rdb *redis.Client, s *Store, now int64) {
 
 // decideAlgorithm is package algorithm's decision for the O(1) algorithms.
 func decideAlgorithm(a floodgate.Algorithm, s algorithm.State, now int64, p floodgate.Policy, cost int64) algorithm.Result {
-	ap := algorithm.Params{Quota: p.Quota, Capacity: p.Capacity(), Window: p.Window.Microseconds()}
 	var r algorithm.Result
+	ap := algorithm.Params{Quota: p.Quota, Capacity: p.Capacity(), Window: p.Window.Microseconds()}
+	decideInPlace(a, &s, now, ap, cost, &r)
+	return r
+}
+
+// decideInPlace is decideAlgorithm on state s, which it updates.
+func decideInPlace(a floodgate.Algorithm, s *algorithm.State, now int64, p algorithm.Params, cost int64, r *algorithm.Result) {
 	switch a {
 	case floodgate.FixedWindow:
-		algorithm.FixedWindow(&s, now, ap, cost, &r)
+		algorithm.FixedWindow(s, now, p, cost, r)
 	case floodgate.SlidingWindowCounter:
-		algorithm.SlidingWindowCounter(&s, now, ap, cost, &r)
+		algorithm.SlidingWindowCounter(s, now, p, cost, r)
 	case floodgate.TokenBucket:
-		algorithm.TokenBucket(&s, now, ap, cost, &r)
+		algorithm.TokenBucket(s, now, p, cost, r)
 	default:
-		algorithm.GCRA(&s, now, ap, cost, &r)
+		algorithm.GCRA(s, now, p, cost, r)
 	}
-	return r
 }

@@ -77,7 +77,10 @@ local function load(key, has_c)
     return false, 0, 0, 0, 0, 0
   end
   local n = #v
-  if n == 40 then return true, unpack('>ddddd', v) end
+  if n == 40 then
+    local a, b, c, w, e = unpack('>ddddd', v)
+    return true, a, b, c, w, e
+  end
   if n == 32 then
     local a, b, x, w = unpack('>dddd', v)
     if has_c then return true, a, b, x, w, 0 end
