@@ -5,7 +5,7 @@ CONFIG  ?= examples/quickstart.yaml
 DOCKER  ?= docker
 IMAGE   ?= floodgate:dev
 
-.PHONY: run build image test test-go test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
+.PHONY: run build image test test-go lint test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
 
 run:
 	$(GO) -C cmd/floodgate run . serve -c $(abspath $(CONFIG))
@@ -34,7 +34,9 @@ test:
 	case "$$up" in *"started fresh"*) scripts/services-down.sh ;; esac; \
 	exit $$status
 
-# go.mod and go.sum of every module must be tidy (scripts/tidy-check.sh).
+# go.mod and go.sum of every module must be tidy (scripts/tidy-check.sh),
+# and every module's Go files gofmt-clean and staticcheck-clean
+# (scripts/lint.sh, staticcheck pinned there).
 # The library (the root module) and the daemon (cmd/floodgate, a module of
 # its own: docs/ARCHITECTURE.md, "Modules") run with the race detector.
 # The memory-per-key requirement is measured without the race detector,
@@ -45,6 +47,7 @@ test:
 test-go:
 	@status=0; \
 	GO=$(GO) scripts/tidy-check.sh || status=1; \
+	GO=$(GO) scripts/lint.sh || status=1; \
 	(. /tmp/floodgate-test/env && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
 	(. /tmp/floodgate-test/env && cd cmd/floodgate && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
 	(cd examples/chi && $(GO) vet ./... && $(GO) test -count=1 ./...) || status=1; \
@@ -121,6 +124,9 @@ loadtest:
 FUZZTIME ?= 20s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+lint:
+	GO=$(GO) scripts/lint.sh
 
 services-up:
 	scripts/services-up.sh

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -326,6 +325,6 @@ func compareRetryAfter(t *testing.T, ra RetryAfter, w vecItem) {
 			t.Errorf("date = %v, want %s", ra.Date, w.UTC)
 		}
 	default:
-		t.Fatal(fmt.Sprintf("unknown kind %q", w.Kind))
+		t.Fatalf("unknown kind %q", w.Kind)
 	}
 }

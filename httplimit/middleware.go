@@ -262,14 +262,16 @@ func (m *Middleware) reachable() error {
 	for i, r := range m.rules {
 		pats[i] = r.pattern
 	}
-	for _, sh := range pattern.Shadows(m.skip, pats) {
-		by := fmt.Sprintf("rule %q, before it,", m.rules[sh.By].name)
-		if sh.Skip {
-			by = fmt.Sprintf("skip %q", m.skip[sh.By])
-		}
-		return fmt.Errorf("httplimit: rule %q is never reached: %s matches every request it does; %s", m.rules[sh.Rule].name, by, sh.Advice())
+	shadows := pattern.Shadows(m.skip, pats)
+	if len(shadows) == 0 {
+		return nil
 	}
-	return nil
+	sh := shadows[0] // the first in rule order, as a reader fixes them
+	by := fmt.Sprintf("rule %q, before it,", m.rules[sh.By].name)
+	if sh.Skip {
+		by = fmt.Sprintf("skip %q", m.skip[sh.By])
+	}
+	return fmt.Errorf("httplimit: rule %q is never reached: %s matches every request it does; %s", m.rules[sh.Rule].name, by, sh.Advice())
 }
 
 // sameDefinitions checks that rules giving a policy the same name define

@@ -88,8 +88,7 @@ func wait(t *testing.T, newStore NewStore) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			l = newLimiter(spendingClock{clock, func(context.Context) { cancel() }})
-			retry = full(l, "cancel")
-			start = clock.Now()
+			full(l, "cancel")
 			if d, err := l.Wait(ctx, "cancel", 1); !errors.Is(err, context.Canceled) || d.Allowed {
 				t.Fatalf("Wait cancelled during its sleep: %+v %v; want context.Canceled, not admitted", d, err)
 			}
