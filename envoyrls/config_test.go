@@ -29,10 +29,10 @@ func TestLoadDirectory(t *testing.T) {
 	for _, d := range cfg.Domains {
 		names = append(names, d.Domain+"@"+filepath.Base(d.File))
 	}
-	if got := strings.Join(names, " "); got != "files@files.yml shop@shop.yaml" {
+	if got := strings.Join(names, " "); got != "files@files.yml parity@parity.yaml shop@shop.yaml" {
 		t.Errorf("domains %s (dot files and other names are skipped)", got)
 	}
-	w, err := cfg.Domains[1].Descriptors[len(cfg.Domains[1].Descriptors)-1].RateLimit.Period()
+	w, err := cfg.Domains[2].Descriptors[len(cfg.Domains[2].Descriptors)-1].RateLimit.Period()
 	if err != nil || w != 90*time.Second {
 		t.Errorf("window: %v %v", w, err)
 	}
@@ -40,23 +40,24 @@ func TestLoadDirectory(t *testing.T) {
 
 func TestParseRefuses(t *testing.T) {
 	for name, tc := range map[string]struct{ yaml, want string }{
-		"misspelt field":      {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unt: 1}\n", "requests_per_unt"},
-		"misspelt extension":  {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, algoritm: gcra}\n", "algoritm"},
-		"unknown algorithm":   {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky}\n", "leaky"},
-		"unknown unit":        {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", "fortnight"},
-		"no unit":             {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {requests_per_unit: 1}\n", "unit"},
-		"empty domain":        {"descriptors:\n  - key: k\n", "domain is empty"},
-		"no key":              {"domain: d\ndescriptors:\n  - value: v\n", "no key"},
-		"twice":               {"domain: d\ndescriptors:\n  - {key: k, value: v}\n  - {key: k, value: v}\n", "twice"},
-		"unlimited with unit": {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "unlimited"},
-		"window and unit":     {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 90s, unit: second, requests_per_unit: 1}\n", "window"},
-		"bad window":          {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: soon, requests_per_unit: 1}\n", "soon"},
-		"burst on a window":   {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 5}\n", "burst"},
-		"failure mode":        {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, failure_mode: open}\n", "failure_mode"},
-		"quota mode":          {"domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n", "quota_mode"},
-		"share without *":     {"domain: d\ndescriptors:\n  - {key: k, value: v, share_threshold: true}\n", "share_threshold"},
-		"alias":               {"domain: &d d\ndescriptors:\n  - key: *d\n", "alias"},
-		"empty":               {"", "empty"},
+		"misspelt field":       {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unt: 1}\n", "requests_per_unt"},
+		"misspelt extension":   {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, algoritm: gcra}\n", "algoritm"},
+		"unknown algorithm":    {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky}\n", "leaky"},
+		"unknown unit":         {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", "fortnight"},
+		"no unit":              {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {requests_per_unit: 1}\n", "unit"},
+		"empty domain":         {"descriptors:\n  - key: k\n", "domain is empty"},
+		"no key":               {"domain: d\ndescriptors:\n  - value: v\n", "no key"},
+		"twice":                {"domain: d\ndescriptors:\n  - {key: k, value: v}\n  - {key: k, value: v}\n", "twice"},
+		"unlimited with unit":  {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "unlimited"},
+		"window and unit":      {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 90s, unit: second, requests_per_unit: 1}\n", "window"},
+		"bad window":           {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: soon, requests_per_unit: 1}\n", "soon"},
+		"burst on a window":    {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 5}\n", "burst"},
+		"failure mode":         {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, failure_mode: open}\n", "failure_mode"},
+		"empty replaces":       {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: \"\"}]}\n", "empty name"},
+		"replaces itself":      {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {name: n, unit: second, requests_per_unit: 1, replaces: [{name: n}]}\n", "its own name"},
+		"unlimited multiplied": {"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit_multiplier: 2}\n", "unlimited"},
+		"share without *":      {"domain: d\ndescriptors:\n  - {key: k, value: v, share_threshold: true}\n", "share_threshold"},
+		"empty":                {"", "empty"},
 	} {
 		_, err := Parse("f.yaml", []byte(tc.yaml))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
