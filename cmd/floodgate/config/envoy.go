@@ -28,6 +28,10 @@ type EnvoyRLS struct {
 	// MaxKeyLength bounds a descriptor's domain, keys and values
 	// together, in bytes; default 1024.
 	MaxKeyLength int `yaml:"max_key_length"`
+	// DynamicMetadata puts envoyproxy/ratelimit's dynamic_metadata in
+	// every response, as its RESPONSE_DYNAMIC_METADATA=true does
+	// (envoyrls.Options.DynamicMetadata); default false.
+	DynamicMetadata bool `yaml:"dynamic_metadata"`
 
 	// Limits is what Config holds, read by Load.
 	Limits *envoyrls.Config `yaml:"-"`

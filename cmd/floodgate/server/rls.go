@@ -56,6 +56,7 @@ func (s *Server) startRLS() error {
 	svc, err := envoyrls.NewService(func() *envoyrls.Rules { return s.state.Load().rls }, envoyrls.Options{
 		Fields:         engine.Fields{Style: style, Reset: s.state.Load().fields.Reset, WarnAt: s.state.Load().fields.WarnAt},
 		MaxDescriptors: e.MaxDescriptors, MaxKeyLength: e.MaxKeyLength, Registerer: s.reg, Logger: s.logger,
+		DynamicMetadata: e.DynamicMetadata,
 	})
 	if err != nil {
 		return err
