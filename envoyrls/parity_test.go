@@ -253,3 +253,33 @@ func canonical(t *testing.T, s *structpb.Struct) string {
 	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(string(b), ": ", ":")), " ")
 }
+
+// Issue point 7: envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED
+// headers: of the last refusing descriptor, else of the one with the
+// least remaining; the reset in whole seconds.
+func TestParityLimitHeaders(t *testing.T) {
+	f := &fixture{}
+	f.now.Store(start.Add(1500 * time.Millisecond).UnixNano())
+	f.serve(t, testkit.Memory(t), Options{LimitHeaders: &LimitHeaders{Reset: "X-Reset"}})
+	headers := func(resp *rlsv3.RateLimitResponse) string {
+		var hs []string
+		for _, h := range resp.ResponseHeadersToAdd {
+			hs = append(hs, h.Key+": "+h.Value)
+		}
+		return strings.Join(hs, ", ")
+	}
+	for i, tc := range []struct {
+		ds   []*commonv3.RateLimitDescriptor
+		want string
+	}{
+		{[]*commonv3.RateLimitDescriptor{desc("free=h"), desc("b=h"), desc("cost=h")}, "RateLimit-Limit: 2, RateLimit-Remaining: 1, X-Reset: 2999"},
+		{[]*commonv3.RateLimitDescriptor{desc("cost=h"), desc("b=h")}, "RateLimit-Limit: 2, RateLimit-Remaining: 0, X-Reset: 2999"},
+		{[]*commonv3.RateLimitDescriptor{desc("a=h"), desc("cost=h")}, "RateLimit-Limit: 1, RateLimit-Remaining: 0, X-Reset: 2999"}, // the first of equals
+		{[]*commonv3.RateLimitDescriptor{desc("b=h"), desc("a=h"), desc("cost=x")}, "RateLimit-Limit: 1, RateLimit-Remaining: 0, X-Reset: 2999"}, // the last refusing
+		{[]*commonv3.RateLimitDescriptor{desc("free=h"), desc("nothing=h")}, ""},
+	} {
+		if got := headers(f.parity(t, 0, tc.ds...)); got != tc.want {
+			t.Errorf("request %d: headers %q, want %q", i, got, tc.want)
+		}
+	}
+}

@@ -1,10 +1,12 @@
 package envoyrls
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +59,20 @@ type Options struct {
 	// quota-mode descriptors over their limit (quotaModeViolations) and
 	// whether any matched limit is in quota mode (quotaModeEnabled).
 	DynamicMetadata bool
+	// LimitHeaders, when set, sends envoyproxy/ratelimit's response
+	// headers (its LIMIT_RESPONSE_HEADERS_ENABLED) instead of Fields'.
+	LimitHeaders *LimitHeaders
+}
+
+// LimitHeaders are envoyproxy/ratelimit's three response headers, by the
+// names its LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+// LIMIT_RESET_HEADER give (empty: its defaults, RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset). They speak of one descriptor
+// with a limit: the last refusing one, else the one with the least
+// remaining (the first of equals); the limit is its requests_per_unit,
+// the reset whole seconds until its window ends.
+type LimitHeaders struct {
+	Limit, Remaining, Reset string
 }
 
 // Service is Envoy's rate limit service (envoy.service.ratelimit.v3) on a
@@ -242,7 +258,10 @@ func (s *Service) decide(ctx context.Context, steps []step) (*rlsv3.RateLimitRes
 		}
 		resp.Statuses[i] = ds
 	}
-	if s.opt.Fields.Style != engine.None && len(es) > 0 && !refuseAll {
+	switch {
+	case s.opt.LimitHeaders != nil:
+		resp.ResponseHeadersToAdd = s.limitHeaders(steps, resp.Statuses)
+	case s.opt.Fields.Style != engine.None && len(es) > 0 && !refuseAll:
 		resp.ResponseHeadersToAdd = s.headers(outs[:len(es)])
 	}
 	return resp, nil
@@ -341,6 +360,35 @@ func dynamicMetadata(req *rlsv3.RateLimitRequest, steps []step, resp *rlsv3.Rate
 	}
 	fields["quotaModeEnabled"] = structpb.NewBoolValue(enabled)
 	return &structpb.Struct{Fields: fields}
+}
+
+// limitHeaders are envoyproxy/ratelimit's headers of a response (see
+// LimitHeaders), or none when no descriptor has a limit.
+func (s *Service) limitHeaders(steps []step, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	var chosen *rlsv3.RateLimitResponse_DescriptorStatus
+	var window time.Duration
+	least := uint32(math.MaxUint32)
+	for i, ds := range statuses {
+		refused := ds.Code == rlsv3.RateLimitResponse_OVER_LIMIT
+		if ds.CurrentLimit != nil && (refused || ds.LimitRemaining < least) {
+			chosen, window, least = ds, steps[i].limit.policy.Window, ds.LimitRemaining
+			if refused {
+				least = 0
+			}
+		}
+	}
+	if chosen == nil {
+		return nil
+	}
+	h := *s.opt.LimitHeaders
+	now := s.opt.Now()
+	secs := int64(window / time.Second)
+	reset := secs - now.Unix()%max(secs, 1)
+	return []*corev3.HeaderValue{
+		{Key: cmp.Or(h.Limit, "RateLimit-Limit"), Value: strconv.FormatUint(uint64(chosen.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: cmp.Or(h.Remaining, "RateLimit-Remaining"), Value: strconv.FormatUint(uint64(chosen.LimitRemaining), 10)},
+		{Key: cmp.Or(h.Reset, "RateLimit-Reset"), Value: strconv.FormatInt(reset, 10)},
+	}
 }
 
 // headers writes the RateLimit fields of every decided descriptor.

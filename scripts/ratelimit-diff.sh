@@ -5,7 +5,9 @@
 # bench/cmd/rlsdiff sends every request of
 # scripts/testdata/ratelimit-diff/cases.txt to both at the same moment,
 # comparing overall_code, each descriptor's code, current_limit,
-# limit_remaining, duration_until_reset and dynamic_metadata. Exits 1 on a
+# limit_remaining, duration_until_reset, dynamic_metadata and the
+# RateLimit-Limit/-Remaining/-Reset headers (ratelimit's
+# LIMIT_RESPONSE_HEADERS_ENABLED, Floodgate's limit_headers). Exits 1 on a
 # difference the case file does not list.
 #
 # ratelimit is installed with `go install` into PEERS (default
@@ -37,7 +39,7 @@ pids+=($!)
 wait_port "127.0.0.1:$redis_port"
 
 cat >"$work/floodgate.yaml" <<YAML
-envoy_rls: {listen: "$fg", config: "$work/rt/ratelimit/config", dynamic_metadata: true}
+envoy_rls: {listen: "$fg", config: "$work/rt/ratelimit/config", dynamic_metadata: true, limit_headers: true}
 admin: {listen: "127.0.0.1:7402"}
 log: {level: warn}
 store: {type: redis, redis: {url: "redis://127.0.0.1:$redis_port/1", timeout: 1s}}
@@ -49,6 +51,7 @@ wait_port "$fg"
 env USE_STATSD=false DISABLE_STATS=true LOG_LEVEL=warn BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp \
   REDIS_URL=127.0.0.1:$redis_port RUNTIME_ROOT="$work/rt" RUNTIME_SUBDIRECTORY=ratelimit \
   RUNTIME_APPDIRECTORY=config RUNTIME_WATCH_ROOT=false RESPONSE_DYNAMIC_METADATA=true \
+  LIMIT_RESPONSE_HEADERS_ENABLED=true \
   HOST=127.0.0.1 PORT=7404 DEBUG_HOST=127.0.0.1 DEBUG_PORT=7405 GRPC_HOST=127.0.0.1 GRPC_PORT=7403 \
   "$peers/bin/service_cmd" 2>"$work/ratelimit.log" &
 pids+=($!)

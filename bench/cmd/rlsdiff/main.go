@@ -4,7 +4,9 @@
 // overall_code, each descriptor's code, current_limit, limit_remaining,
 // duration_until_reset (whole seconds; A rounds down the clock, so B's
 // exact duration is rounded up, ±1 s where the two calls straddle a
-// second) and dynamic_metadata. scripts/ratelimit-diff.sh runs it.
+// second), dynamic_metadata and the RateLimit-Limit, -Remaining and
+// -Reset headers (the reset as the durations). scripts/ratelimit-diff.sh
+// runs it.
 //
 // The case file has one request a line: a domain, the request's
 // hits_addend, then its descriptors, each "key=value,key=value" with
@@ -212,6 +214,14 @@ func summarize(resp *rlsv3.RateLimitResponse, err error, exact bool) answer {
 			r = d.Seconds()
 		}
 		resets = append(resets, r)
+	}
+	for _, h := range resp.ResponseHeadersToAdd {
+		if strings.EqualFold(h.Key, "RateLimit-Reset") { // seconds, compared as the resets are
+			r, _ := strconv.ParseFloat(h.Value, 64)
+			resets = append(resets, r)
+			continue
+		}
+		fmt.Fprintf(&b, " %s: %s", strings.ToLower(h.Key), h.Value)
 	}
 	if md := resp.GetDynamicMetadata(); md != nil {
 		j, _ := json.Marshal(md.AsMap())
