@@ -274,7 +274,7 @@ func TestParityLimitHeaders(t *testing.T) {
 	}{
 		{[]*commonv3.RateLimitDescriptor{desc("free=h"), desc("b=h"), desc("cost=h")}, "RateLimit-Limit: 2, RateLimit-Remaining: 1, X-Reset: 2999"},
 		{[]*commonv3.RateLimitDescriptor{desc("cost=h"), desc("b=h")}, "RateLimit-Limit: 2, RateLimit-Remaining: 0, X-Reset: 2999"},
-		{[]*commonv3.RateLimitDescriptor{desc("a=h"), desc("cost=h")}, "RateLimit-Limit: 1, RateLimit-Remaining: 0, X-Reset: 2999"}, // the first of equals
+		{[]*commonv3.RateLimitDescriptor{desc("a=h"), desc("cost=h")}, "RateLimit-Limit: 1, RateLimit-Remaining: 0, X-Reset: 2999"},              // the first of equals
 		{[]*commonv3.RateLimitDescriptor{desc("b=h"), desc("a=h"), desc("cost=x")}, "RateLimit-Limit: 1, RateLimit-Remaining: 0, X-Reset: 2999"}, // the last refusing
 		{[]*commonv3.RateLimitDescriptor{desc("free=h"), desc("nothing=h")}, ""},
 	} {
