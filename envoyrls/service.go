@@ -125,6 +125,7 @@ type step struct {
 	cost      int64 // 0: check only, spending nothing
 	out       int   // index into the engine outcomes; -1 when not decided
 	peeked    bool  // outs[out] is a peek: nothing was spent
+	refused   bool  // peeked because another descriptor refuses the request anyway
 	quotaOver bool  // a quota-mode limit over its quota answered OK
 }
 
@@ -190,13 +191,16 @@ func cost(req *rlsv3.RateLimitRequest, d *commonv3.RateLimitDescriptor) int64 {
 // collected from every match first (an unlimited one's too), so two
 // limits replacing each other both go.
 func replace(steps []step) {
-	replaced := map[string]bool{}
+	var replaced map[string]bool
 	for i := range steps {
 		l := steps[i].limit
 		if l == nil {
 			continue
 		}
 		for _, name := range l.replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
 			replaced[name] = true
 		}
 		if l.unlimited {
@@ -233,14 +237,15 @@ func (s *Service) decide(ctx context.Context, steps []step) (*rlsv3.RateLimitRes
 		if st.cost == 0 || refuseAll {
 			// A check only, or a request refused anyway: spend nothing,
 			// and show what is left (REQUIREMENTS K3).
-			st.out, st.peeked = len(steps)+len(peeks), true
+			st.out, st.peeked, st.refused = len(steps)+len(peeks), true, refuseAll
 			peeks = append(peeks, es1)
 			continue
 		}
 		st.out = len(es)
 		es = append(es, es1)
 	}
-	outs := make([]engine.Outcome, len(steps)+len(peeks))
+	var obuf [8]engine.Outcome
+	outs := append(obuf[:0], make([]engine.Outcome, len(steps)+len(peeks))...)
 	if len(es) > 0 {
 		engine.DecideAll(ctx, es, outs[:len(es)])
 	}
@@ -281,30 +286,17 @@ func (s *Service) status(st *step, outs []engine.Outcome) (*rlsv3.RateLimitRespo
 		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}, nil
 	}
 	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: l.current}
-	reset := time.Duration(0)
-	over := false
-	if l.rule == nil {
-		over = st.cost > 0 // requests_per_unit 0: any spending is over
-	} else {
+	over := st.cost > 0 // requests_per_unit 0 (no rule): any spending is over
+	var remaining int64
+	var reset time.Duration
+	if l.rule != nil {
 		o := &outs[st.out]
-		if o.Verdict == engine.Unavailable && l.errorOnFailure {
+		if o.Verdict == engine.Unavailable && l.errorOnFailure && !st.refused {
 			return nil, status.Error(codes.Unavailable, "rate limit store unavailable")
 		}
-		if o.Summary >= 0 {
-			it := o.Item(o.Summary)
-			reset = it.ResetAfter
-			ds.LimitRemaining = uint32(min(it.Remaining, math.MaxUint32))
-			// A peek's Allowed says whether a cost of 1 fits.
-			over = !it.Allowed || st.peeked && it.Remaining < st.cost
-		}
-		switch {
-		case st.cost == 0:
-			over = false // a check only: Floodgate's counters never pass the limit
-		case o.Verdict == engine.Denied && st.peeked:
-		case o.Verdict != engine.Allowed:
-			over = true
-		}
+		remaining, reset, over = st.standing(o)
 	}
+	ds.LimitRemaining = uint32(min(remaining, math.MaxUint32))
 	if reset <= 0 {
 		w := l.policy.Window
 		reset = w - time.Duration(s.opt.Now().UnixNano())%w
@@ -320,6 +312,25 @@ func (s *Service) status(st *step, outs []engine.Outcome) (*rlsv3.RateLimitRespo
 		}
 	}
 	return ds, nil
+}
+
+// standing reads a step's outcome: what is left, until when, and whether
+// the step is over its limit.
+func (st *step) standing(o *engine.Outcome) (remaining int64, reset time.Duration, over bool) {
+	if o.Summary >= 0 {
+		it := o.Item(o.Summary)
+		remaining, reset = it.Remaining, it.ResetAfter
+		// A peek's Allowed says whether a cost of 1 fits.
+		over = !it.Allowed || st.peeked && it.Remaining < st.cost
+	}
+	switch {
+	case st.cost == 0:
+		over = false // a check only: Floodgate's counters never pass the limit
+	case o.Verdict == engine.Denied && st.peeked, o.Verdict == engine.Unavailable && st.refused:
+	case o.Verdict != engine.Allowed:
+		over = true
+	}
+	return remaining, reset, over
 }
 
 // dynamicMetadata is envoyproxy/ratelimit's response dynamic metadata for
