@@ -2,6 +2,7 @@ package envoyrls
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,5 +147,23 @@ func TestUnknownFieldWording(t *testing.T) {
 func TestLoadRefusesEmptyDirectory(t *testing.T) {
 	if _, err := Load(t.TempDir()); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("empty directory: %v, want ErrInvalid", err)
+	}
+}
+
+// TestParseAliases: anchors and aliases load, as envoyproxy/ratelimit
+// loads them; a document whose aliases would expand it out of proportion
+// is refused (yaml.v3's check) before anything is built.
+func TestParseAliases(t *testing.T) {
+	d, err := Parse("f.yaml", []byte("domain: d\ndescriptors:\n  - {key: a, rate_limit: &l {unit: hour, requests_per_unit: 7}}\n  - {key: b, rate_limit: *l}\n"))
+	if err != nil || d.Descriptors[1].RateLimit.RequestsPerUnit != 7 || d.Descriptors[1].RateLimit.Unit != "hour" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n  - &a0 {key: k}\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&b, "  - &a%d {key: k%d, descriptors: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d,", i-1), 9), ","))
+	}
+	if _, err := Parse("f.yaml", []byte(b.String())); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "excessive aliasing") {
+		t.Errorf("9^39 descriptors by aliases: %v", err)
 	}
 }
