@@ -350,6 +350,21 @@ func readFile(name string) (*Domain, error) {
 	return Parse(name, data)
 }
 
+// Validate checks a Config built in memory as Load checks files: every
+// domain (Domain.Validate), and no domain twice. The error wraps
+// ErrInvalid.
+func (c *Config) Validate() error {
+	for _, d := range c.Domains {
+		if d == nil {
+			return fmt.Errorf("%w: a domain is nil", ErrInvalid)
+		}
+		if err := d.Validate(); err != nil {
+			return err
+		}
+	}
+	return c.check()
+}
+
 // check refuses a domain defined twice.
 func (c *Config) check() error {
 	var names []string

@@ -167,3 +167,22 @@ func TestParseAliases(t *testing.T) {
 		t.Errorf("9^39 descriptors by aliases: %v", err)
 	}
 }
+
+// TestValidateInMemory: a tree built in memory, as from xDS, is checked
+// as a file's is.
+func TestValidateInMemory(t *testing.T) {
+	good := &Domain{File: "xds:edge", Domain: "edge", Descriptors: []*Descriptor{{Key: "k", RateLimit: &RateLimit{Unit: "minute", RequestsPerUnit: 5}}}}
+	if err := (&Config{Domains: []*Domain{good}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*Config{
+		"no unit":      {Domains: []*Domain{{File: "xds:a", Domain: "a", Descriptors: []*Descriptor{{Key: "k", RateLimit: &RateLimit{RequestsPerUnit: 5}}}}}},
+		"self replace": {Domains: []*Domain{{File: "xds:a", Domain: "a", Descriptors: []*Descriptor{{Key: "k", RateLimit: &RateLimit{Name: "n", Unit: "second", Replaces: []Replace{{Name: "n"}}}}}}}},
+		"twice":        {Domains: []*Domain{good, good}},
+		"nil":          {Domains: []*Domain{nil}},
+	} {
+		if err := c.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
