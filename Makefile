@@ -5,7 +5,7 @@ CONFIG  ?= examples/quickstart.yaml
 DOCKER  ?= docker
 IMAGE   ?= floodgate:dev
 
-.PHONY: run build image test test-go lint test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
+.PHONY: run build image test test-go lint test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim ratelimit-diff
 
 run:
 	$(GO) -C cmd/floodgate run . serve -c $(abspath $(CONFIG))
@@ -109,6 +109,13 @@ reshard:
 # The seeded multi-region simulation whose tables are in docs/SCALING.md.
 regionsim:
 	cd bench && $(GO) run ./cmd/regionsim
+
+# Every request of scripts/testdata/ratelimit-diff/cases.txt sent to
+# envoyproxy/ratelimit (installed with go install outside the repository)
+# and to Floodgate at once, answers compared (docs/ENVOY.md); about 1 minute
+# with ratelimit already installed.
+ratelimit-diff:
+	scripts/ratelimit-diff.sh
 
 # The gateway with its Redis killed and restarted, and under a saturated
 # CPU (scripts/chaos.sh; figures in docs/OPERATIONS.md); about 2 minutes.

@@ -60,7 +60,10 @@ type Descriptor struct {
 	// ShareThreshold makes every value a wildcard matches share one
 	// counter, under the wildcard's pattern.
 	ShareThreshold bool `yaml:"share_threshold"`
-	// QuotaMode is refused: Floodgate does not implement it.
+	// QuotaMode, as in envoyproxy/ratelimit, never refuses a request: a
+	// descriptor over its limit answers OK with limit_remaining 0 and no
+	// duration_until_reset, and is listed in the response's dynamic
+	// metadata (quotaModeViolations) when that is on.
 	QuotaMode bool `yaml:"quota_mode"`
 }
 
@@ -125,8 +128,8 @@ func Parse(file string, data []byte) (*Domain, error) {
 	if err := strict.Decode(d); err != nil {
 		return nil, yamlError(file, err)
 	}
-	if err := d.validate(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
+	if err := d.Validate(); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -160,14 +163,12 @@ func yamlError(file string, err error) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(out, "; "))
 }
 
-// checkDepth refuses documents nested beyond any real tree, and aliases,
-// which could expand a small file into a huge one.
+// checkDepth refuses documents nested beyond any real tree. Anchors and
+// aliases are accepted, as envoyproxy/ratelimit accepts them; yaml.v3
+// refuses a document whose aliases expand it out of proportion.
 func checkDepth(n *yaml.Node, depth int) error {
 	if depth > 4*maxDepth {
 		return errors.New("nested too deeply")
-	}
-	if n.Kind == yaml.AliasNode {
-		return fmt.Errorf("line %d: aliases are not accepted", n.Line)
 	}
 	for _, c := range n.Content {
 		if err := checkDepth(c, depth+1); err != nil {
@@ -177,11 +178,20 @@ func checkDepth(n *yaml.Node, depth int) error {
 	return nil
 }
 
-func (d *Domain) validate() error {
-	if d.Domain == "" {
-		return errors.New("domain is empty")
+// Validate checks a domain however it was built (Parse calls it; a
+// domain translated from another source, such as xDS, needs it before
+// Compile): the checks Parse lists, and envoyproxy/ratelimit's on
+// replaces (no empty name, no limit replacing itself). The error wraps
+// ErrInvalid and names d.File and the descriptor path.
+func (d *Domain) Validate() error {
+	err := errors.New("domain is empty")
+	if d.Domain != "" {
+		err = validateLevel(d.Descriptors, d.Domain, 1)
 	}
-	return validateLevel(d.Descriptors, d.Domain, 1)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, d.File, err)
+	}
+	return nil
 }
 
 func validateLevel(ds []*Descriptor, path string, depth int) error {
@@ -201,10 +211,7 @@ func validateLevel(ds []*Descriptor, path string, depth int) error {
 			return fmt.Errorf("%s: given twice at one level", p)
 		}
 		seen[p] = true
-		if desc.QuotaMode {
-			return fmt.Errorf("%s: quota_mode is not supported", p)
-		}
-		if desc.ShareThreshold && !strings.HasSuffix(desc.Value, "*") {
+		if desc.ShareThreshold && !strings.HasSuffix(p, "*") {
 			return fmt.Errorf("%s: share_threshold needs a wildcard value (ending in *)", p)
 		}
 		if rl := desc.RateLimit; rl != nil {
@@ -220,9 +227,19 @@ func validateLevel(ds []*Descriptor, path string, depth int) error {
 }
 
 func (rl *RateLimit) validate() error {
+	for _, r := range rl.Replaces {
+		if r.Name == "" {
+			return errors.New("replaces has an empty name")
+		}
+		if r.Name == rl.Name {
+			return fmt.Errorf("replaces its own name %q", r.Name)
+		}
+	}
 	if rl.Unlimited {
-		if rl.Unit != "" || rl.RequestsPerUnit != 0 || rl.Window != "" || rl.Algorithm != "" || rl.Burst != 0 {
-			return errors.New("unlimited takes no unit, requests_per_unit, window, algorithm or burst")
+		// As envoyproxy/ratelimit: a unit is refused (a unit it does not
+		// know is not a unit, and is ignored with requests_per_unit).
+		if _, unit := units[strings.ToLower(rl.Unit)]; unit || rl.Window != "" || rl.Algorithm != "" || rl.Burst != 0 || rl.UnitMultiplier != 0 {
+			return errors.New("unlimited takes no unit, unit_multiplier, window, algorithm or burst")
 		}
 		return nil
 	}
@@ -331,6 +348,21 @@ func readFile(name string) (*Domain, error) {
 		return nil, err
 	}
 	return Parse(name, data)
+}
+
+// Validate checks a Config built in memory as Load checks files: every
+// domain (Domain.Validate), and no domain twice. The error wraps
+// ErrInvalid.
+func (c *Config) Validate() error {
+	for _, d := range c.Domains {
+		if d == nil {
+			return fmt.Errorf("%w: a domain is nil", ErrInvalid)
+		}
+		if err := d.Validate(); err != nil {
+			return err
+		}
+	}
+	return c.check()
 }
 
 // check refuses a domain defined twice.

@@ -1,9 +1,11 @@
 package envoyrls
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -13,32 +15,48 @@ import (
 )
 
 // Rules is a Config compiled on an engine: per domain, the descriptor tree
-// whose limits decide requests. It is immutable and safe for concurrent
-// use; a reload compiles new Rules.
+// whose limits decide requests. It is safe for concurrent use; a reload
+// compiles new Rules.
 type Rules struct {
 	domains map[string]*level
+	eng     *engine.Engine
+	fm      floodgate.FailureMode
+	// overrides holds the limits of requests' own RateLimitDescriptor.limit,
+	// compiled on first use, one per requests_per_unit and unit.
+	mu        sync.Mutex
+	overrides map[overrideKey]*limit
 }
 
-// level is one depth of a descriptor tree.
+// maxOverrides bounds the distinct per-request limits compiled for one
+// Rules: Envoy's limits come from a route's configuration or metadata,
+// a handful, so more is a misconfiguration or a client choosing its limit.
+const maxOverrides = 1024
+
+type overrideKey struct {
+	perUnit uint32
+	unit    rlsv3.RateLimitResponse_RateLimit_Unit
+}
+
+// level is one depth of a descriptor tree, as envoyproxy/ratelimit holds
+// it: nodes by "key_value" (or "key" alone), and the names ending in *.
 type level struct {
-	exact    map[entry]*node
+	nodes    map[string]*node
 	wildcard []wildcard // in file order: the first prefix that matches wins
-	keyOnly  map[string]*node
 }
 
-type entry struct{ key, value string }
-
+// wildcard is a descriptor whose "key_value" name ends in *: it matches a
+// request entry whose "key_value" starts with prefix.
 type wildcard struct {
-	key, prefix string
-	node        *node
+	prefix []byte
+	node   *node
 }
 
 // node is one configured descriptor.
 type node struct {
 	limit *limit // nil: no limit at this depth
 	next  *level // nil: nothing nested
-	// share, with share_threshold, is the value every matching request
-	// is counted under (the wildcard pattern), so they share one counter.
+	// share, with share_threshold, is the wildcard's "key_value*" name:
+	// every request it matches is counted under it, in one counter.
 	share string
 }
 
@@ -48,6 +66,7 @@ type limit struct {
 	rule      *engine.Compiled // nil when unlimited or refusing everything
 	unlimited bool
 	shadow    bool
+	quota     bool // quota_mode: never refuses the request
 	name      string
 	replaces  []string
 	// errorOnFailure: no failure_mode was set, so a failing store is a
@@ -63,7 +82,7 @@ type limit struct {
 // answers Unavailable under FailClosed, and the service then returns a
 // gRPC error).
 func Compile(eng *engine.Engine, cfg *Config, defaultFailure floodgate.FailureMode) (*Rules, error) {
-	r := &Rules{domains: map[string]*level{}}
+	r := &Rules{domains: map[string]*level{}, eng: eng, fm: defaultFailure, overrides: map[overrideKey]*limit{}}
 	for _, d := range cfg.Domains {
 		lv, err := compileLevel(eng, d.Descriptors, d.Domain, defaultFailure)
 		if err != nil {
@@ -81,12 +100,13 @@ func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, fm floodgat
 	if len(ds) == 0 {
 		return nil, nil
 	}
-	lv := &level{exact: map[entry]*node{}, keyOnly: map[string]*node{}}
+	lv := &level{nodes: map[string]*node{}}
 	for _, d := range ds {
-		p := path + "." + d.Key
+		name := d.Key
 		if d.Value != "" {
-			p += "_" + d.Value
+			name += "_" + d.Value
 		}
+		p := path + "." + name
 		n := &node{}
 		if d.RateLimit != nil {
 			l, err := compileLimit(eng, d, p, fm)
@@ -100,16 +120,12 @@ func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, fm floodgat
 			return nil, err
 		}
 		n.next = next
-		switch {
-		case strings.HasSuffix(d.Value, "*"):
+		lv.nodes[name] = n
+		if strings.HasSuffix(name, "*") {
 			if d.ShareThreshold {
-				n.share = d.Value
+				n.share = name
 			}
-			lv.wildcard = append(lv.wildcard, wildcard{key: d.Key, prefix: strings.TrimSuffix(d.Value, "*"), node: n})
-		case d.Value != "":
-			lv.exact[entry{d.Key, d.Value}] = n
-		default:
-			lv.keyOnly[d.Key] = n
+			lv.wildcard = append(lv.wildcard, wildcard{prefix: []byte(strings.TrimSuffix(name, "*")), node: n})
 		}
 	}
 	return lv, nil
@@ -117,7 +133,7 @@ func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, fm floodgat
 
 func compileLimit(eng *engine.Engine, d *Descriptor, path string, fm floodgate.FailureMode) (*limit, error) {
 	rl := d.RateLimit
-	l := &limit{path: path, unlimited: rl.Unlimited, shadow: d.ShadowMode, name: rl.Name, errorOnFailure: rl.FailureMode == ""}
+	l := &limit{path: path, unlimited: rl.Unlimited, shadow: d.ShadowMode, quota: d.QuotaMode, name: rl.Name, errorOnFailure: rl.FailureMode == ""}
 	for _, r := range rl.Replaces {
 		l.replaces = append(l.replaces, r.Name)
 	}
@@ -140,7 +156,9 @@ func compileLimit(eng *engine.Engine, d *Descriptor, path string, fm floodgate.F
 		fm, _ = floodgate.ParseFailureMode(rl.FailureMode)
 	}
 	mode := engine.Enforce
-	if d.ShadowMode {
+	if d.ShadowMode || d.QuotaMode {
+		// Neither refuses; a quota-mode limit over its quota must not
+		// stop the others from spending (engine.DecideAll).
 		mode = engine.Shadow
 	}
 	if l.rule, err = eng.Compile(engine.Rule{Name: "envoy:" + path, Policies: []floodgate.Policy{p}, Mode: mode, FailureMode: fm}); err != nil {
@@ -179,36 +197,66 @@ func policyName(name, path string) string {
 	return string(b)
 }
 
+// override is the limit of a request descriptor's own
+// RateLimitDescriptor.limit, as envoyproxy/ratelimit builds it: the
+// request's requests_per_unit and unit, enforcing (never shadow or quota
+// mode), without name or replaces. Errors: a unit that is not one of
+// Envoy's, or more distinct overrides than maxOverrides.
+func (r *Rules) override(o *commonv3.RateLimitDescriptor_RateLimitOverride) (*limit, error) {
+	k := overrideKey{o.GetRequestsPerUnit(), rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.overrides[k]; l != nil {
+		return l, nil
+	}
+	if len(r.overrides) >= maxOverrides {
+		return nil, fmt.Errorf("more than %d distinct limit overrides", maxOverrides)
+	}
+	unit := strings.ToLower(k.unit.String())
+	if _, ok := units[unit]; !ok {
+		return nil, fmt.Errorf("limit override unit %v is not one of second, minute, hour, day, week, month, year", k.unit)
+	}
+	d := &Descriptor{RateLimit: &RateLimit{Unit: unit, RequestsPerUnit: k.perUnit}}
+	l, err := compileLimit(r.eng, d, fmt.Sprintf("override_%d_per_%s", k.perUnit, unit), r.fm)
+	if err != nil {
+		return nil, err
+	}
+	r.overrides[k] = l
+	return l, nil
+}
+
 // match finds the limit of one request descriptor in domain's tree, as
-// envoyproxy/ratelimit does: at each depth key and value first, then the
-// first wildcard whose prefix the value has, then the key alone; the
-// limit is the one at the depth of the descriptor's last entry. It
-// appends the descriptor's partition key to key and returns it, and
-// reports whether the descriptor is listed without a limit on purpose (a
-// node with neither a limit nor nested descriptors).
+// envoyproxy/ratelimit does: at each depth the entry's "key_value" name
+// first, then the first wildcard whose prefix that name has, then the key
+// alone; the limit is the one at the depth of the descriptor's last
+// entry. It appends the descriptor's partition key to key and returns it,
+// and reports whether the descriptor is listed without a limit on purpose
+// (a node with neither a limit nor nested descriptors).
 func (lv *level) match(key []byte, entries []*commonv3.RateLimitDescriptor_Entry) (l *limit, k []byte, listed bool) {
+	var nbuf [128]byte
 	for i, e := range entries {
 		if lv == nil {
 			return nil, key, false
 		}
-		n := lv.exact[entry{e.Key, e.Value}]
+		name := append(append(append(nbuf[:0], e.Key...), '_'), e.Value...)
+		n, wild := lv.nodes[string(name)], false
 		if n == nil {
 			for _, w := range lv.wildcard {
-				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
-					n = w.node
+				if bytes.HasPrefix(name, w.prefix) {
+					n, wild = w.node, true
 					break
 				}
 			}
 		}
 		if n == nil {
-			n = lv.keyOnly[e.Key]
+			n = lv.nodes[e.Key]
 		}
 		if n == nil {
 			return nil, key, false
 		}
 		v := e.Value
-		if n.share != "" {
-			v = n.share
+		if wild && n.share != "" {
+			v = strings.TrimPrefix(n.share, e.Key+"_")
 		}
 		key = append(append(append(append(key, 0), e.Key...), 0), v...)
 		if i == len(entries)-1 {
@@ -217,4 +265,13 @@ func (lv *level) match(key []byte, entries []*commonv3.RateLimitDescriptor_Entry
 		lv = n.next
 	}
 	return nil, key, false
+}
+
+// rawKey is a descriptor's partition key without any tree: its domain and
+// entries, as an override counts them.
+func rawKey(key []byte, entries []*commonv3.RateLimitDescriptor_Entry) []byte {
+	for _, e := range entries {
+		key = append(append(append(append(key, 0), e.Key...), 0), e.Value...)
+	}
+	return key
 }

@@ -1,10 +1,12 @@
 package envoyrls
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +18,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
@@ -45,8 +49,30 @@ type Options struct {
 	// Logger gets the once-a-minute lines about unknown domains and
 	// unmatched descriptors; default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock of those lines; default time.Now.
+	// Now is the clock of those lines and of the duration_until_reset
+	// of a limit refusing everything; default time.Now.
 	Now func() time.Time
+	// DynamicMetadata puts envoyproxy/ratelimit's dynamic_metadata in
+	// every response (its RESPONSE_DYNAMIC_METADATA): the domain, each
+	// descriptor's entries as "key=value", its limit override and
+	// hits_addend, the request's hits_addend, the indexes of the
+	// quota-mode descriptors over their limit (quotaModeViolations) and
+	// whether any matched limit is in quota mode (quotaModeEnabled).
+	DynamicMetadata bool
+	// LimitHeaders, when set, sends envoyproxy/ratelimit's response
+	// headers (its LIMIT_RESPONSE_HEADERS_ENABLED) instead of Fields'.
+	LimitHeaders *LimitHeaders
+}
+
+// LimitHeaders are envoyproxy/ratelimit's three response headers, by the
+// names its LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+// LIMIT_RESET_HEADER give (empty: its defaults, RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset). They speak of one descriptor
+// with a limit: the last refusing one, else the one with the least
+// remaining (the first of equals); the limit is its requests_per_unit,
+// the reset whole seconds until its window ends.
+type LimitHeaders struct {
+	Limit, Remaining, Reset string
 }
 
 // Service is Envoy's rate limit service (envoy.service.ratelimit.v3) on a
@@ -93,24 +119,28 @@ func (s *Service) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServe
 
 // step is one request descriptor's match.
 type step struct {
-	limit *limit
-	key   string
-	cost  int64
-	out   int // index into the engine outcomes; -1 when not decided
+	limit     *limit
+	unlimited bool // an unlimited limit matched: set aside before replaces
+	key       string
+	cost      int64 // 0: check only, spending nothing
+	out       int   // index into the engine outcomes; -1 when not decided
+	peeked    bool  // outs[out] is a peek: nothing was spent
+	refused   bool  // peeked because another descriptor refuses the request anyway
+	quotaOver bool  // a quota-mode limit over its quota answered OK
 }
 
 // ShouldRateLimit decides req: every descriptor's limit all or nothing
-// (engine.DecideAll). Errors: InvalidArgument for a malformed request,
-// Unavailable when the store fails and the matched limit set no
-// failure_mode.
+// (engine.DecideAll). Errors: InvalidArgument for a malformed request or
+// a limit override of no known unit, Unavailable when the store fails and
+// the matched limit set no failure_mode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := s.check(req); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	hits := int64(max(req.GetHitsAddend(), 1))
+	r := s.rules()
 	var tree *level
 	known := false
-	if r := s.rules(); r != nil {
+	if r != nil {
 		tree, known = r.domains[req.Domain]
 	}
 	if !known {
@@ -119,64 +149,112 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	var sbuf [4]step
 	steps := sbuf[:0]
 	for _, d := range req.Descriptors {
-		st := step{cost: hits, out: -1}
-		if h := d.GetHitsAddend(); h != nil && h.Value > 0 {
-			st.cost = int64(min(h.Value, math.MaxInt64))
-		}
+		st := step{cost: cost(req, d), out: -1}
 		if known {
 			var kbuf [128]byte
-			l, key, listed := tree.match(append(kbuf[:0], req.Domain...), d.Entries)
-			st.limit, st.key = l, string(key)
-			if l == nil && !listed {
-				s.miss("unmatched", req.Domain, req.Domain, d)
+			if o := d.GetLimit(); o != nil {
+				l, err := r.override(o)
+				if err != nil {
+					return nil, status.Error(codes.InvalidArgument, err.Error())
+				}
+				st.limit, st.key = l, string(rawKey(append(kbuf[:0], req.Domain...), d.Entries))
+			} else {
+				l, key, listed := tree.match(append(kbuf[:0], req.Domain...), d.Entries)
+				st.limit, st.key = l, string(key)
+				if l == nil && !listed {
+					s.miss("unmatched", req.Domain, req.Domain, d)
+				}
 			}
 		}
 		steps = append(steps, st)
 	}
 	replace(steps)
-	return s.decide(ctx, steps)
+	resp, err := s.decide(ctx, steps)
+	if err == nil && s.opt.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, steps, resp)
+	}
+	return resp, err
 }
 
-// replace drops the limits another matched limit replaces by name.
+// cost is what d spends, as envoyproxy/ratelimit counts it: the
+// descriptor's own hits_addend when set (0 checks without spending), else
+// the request's, where 0 means 1 (Envoy sends 0 when unset).
+func cost(req *rlsv3.RateLimitRequest, d *commonv3.RateLimitDescriptor) int64 {
+	if h := d.GetHitsAddend(); h != nil {
+		return int64(min(h.Value, math.MaxInt64))
+	}
+	return int64(max(req.GetHitsAddend(), 1))
+}
+
+// replace sets unlimited limits aside, then drops every limit whose name
+// a matched limit replaces, as envoyproxy/ratelimit does: the names are
+// collected from every match first (an unlimited one's too), so two
+// limits replacing each other both go.
 func replace(steps []step) {
-	for _, a := range steps {
-		if a.limit == nil {
+	var replaced map[string]bool
+	for i := range steps {
+		l := steps[i].limit
+		if l == nil {
 			continue
 		}
-		for _, name := range a.limit.replaces {
-			for j := range steps {
-				if b := steps[j].limit; b != nil && b != a.limit && b.name == name {
-					steps[j].limit = nil
-				}
+		for _, name := range l.replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
 			}
+			replaced[name] = true
+		}
+		if l.unlimited {
+			steps[i].limit, steps[i].unlimited = nil, true
 		}
 	}
+	for i := range steps {
+		if l := steps[i].limit; l != nil && l.name != "" && replaced[l.name] {
+			steps[i].limit = nil
+		}
+	}
+}
+
+// refuses reports whether a step, unasked, refuses the request: a limit
+// of requests_per_unit 0 that enforces and spends.
+func (st *step) refuses() bool {
+	l := st.limit
+	return l != nil && l.rule == nil && st.cost > 0 && !l.shadow && !l.quota
 }
 
 func (s *Service) decide(ctx context.Context, steps []step) (*rlsv3.RateLimitResponse, error) {
-	var ebuf [4]engine.Step
-	es := ebuf[:0]
-	refuseAll := false // a requests_per_unit of 0 matched: spend nothing
+	var ebuf, pbuf [4]engine.Step
+	es, peeks := ebuf[:0], pbuf[:0] // decided, and only looked at
+	refuseAll := false
 	for i := range steps {
-		l := steps[i].limit
-		switch {
-		case l == nil || l.unlimited:
-		case l.rule == nil:
-			refuseAll = refuseAll || !l.shadow
-		default:
-			steps[i].out = len(es)
-			es = append(es, engine.Step{Rule: l.rule, Request: engine.Request{Key: steps[i].key, Cost: floodgate.Cost{Requests: steps[i].cost}}})
-		}
+		refuseAll = refuseAll || steps[i].refuses()
 	}
-	var obuf [4]engine.Outcome
-	outs := obuf[:0]
-	outs = append(outs, make([]engine.Outcome, len(es))...)
-	if !refuseAll {
-		engine.DecideAll(ctx, es, outs)
+	for i := range steps {
+		st := &steps[i]
+		if st.limit == nil || st.limit.rule == nil {
+			continue
+		}
+		es1 := engine.Step{Rule: st.limit.rule, Request: engine.Request{Key: st.key, Cost: floodgate.Cost{Requests: st.cost}}}
+		if st.cost == 0 || refuseAll {
+			// A check only, or a request refused anyway: spend nothing,
+			// and show what is left (REQUIREMENTS K3).
+			st.out, st.peeked, st.refused = len(steps)+len(peeks), true, refuseAll
+			peeks = append(peeks, es1)
+			continue
+		}
+		st.out = len(es)
+		es = append(es, es1)
+	}
+	var obuf [8]engine.Outcome
+	outs := append(obuf[:0], make([]engine.Outcome, len(steps)+len(peeks))...)
+	if len(es) > 0 {
+		engine.DecideAll(ctx, es, outs[:len(es)])
+	}
+	for i, p := range peeks {
+		outs[len(steps)+i] = p.Rule.Peek(ctx, p.Request.Key)
 	}
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(steps))}
-	for i, st := range steps {
-		ds, err := s.status(st, outs, refuseAll)
+	for i := range steps {
+		ds, err := s.status(&steps[i], outs)
 		if err != nil {
 			return nil, err
 		}
@@ -185,54 +263,143 @@ func (s *Service) decide(ctx context.Context, steps []step) (*rlsv3.RateLimitRes
 		}
 		resp.Statuses[i] = ds
 	}
-	if s.opt.Fields.Style != engine.None && len(outs) > 0 && !refuseAll {
-		resp.ResponseHeadersToAdd = s.headers(outs)
+	switch {
+	case s.opt.LimitHeaders != nil:
+		resp.ResponseHeadersToAdd = s.limitHeaders(steps, resp.Statuses)
+	case s.opt.Fields.Style != engine.None && len(es) > 0 && !refuseAll:
+		resp.ResponseHeadersToAdd = s.headers(outs[:len(es)])
 	}
 	return resp, nil
 }
 
 // status is one descriptor's answer, as envoyproxy/ratelimit gives it: OK
 // alone when no limit applies, OK with the largest remaining for an
-// unlimited one.
-func (s *Service) status(st step, outs []engine.Outcome, refuseAll bool) (*rlsv3.RateLimitResponse_DescriptorStatus, error) {
+// unlimited one; else the limit's code, remaining (0 when over) and
+// duration_until_reset. A shadow-mode limit is OK whatever it says, and a
+// quota-mode one over its limit is OK with remaining 0 and no reset.
+func (s *Service) status(st *step, outs []engine.Outcome) (*rlsv3.RateLimitResponse_DescriptorStatus, error) {
 	l := st.limit
 	switch {
+	case st.unlimited:
+		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
 	case l == nil:
 		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}, nil
-	case l.unlimited:
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
-	case l.rule == nil:
-		code := rlsv3.RateLimitResponse_OVER_LIMIT
-		if l.shadow {
-			code = rlsv3.RateLimitResponse_OK
-		}
-		w := l.policy.Window
-		reset := w - time.Duration(s.opt.Now().UnixNano())%w
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: code, CurrentLimit: l.current, DurationUntilReset: durationpb.New(reset)}, nil
 	}
 	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: l.current}
-	if refuseAll {
-		return ds, nil // not asked: another descriptor refuses everything
-	}
-	o := &outs[st.out]
-	switch o.Verdict {
-	case engine.Allowed:
-	case engine.Unavailable:
-		if l.errorOnFailure {
+	over := st.cost > 0 // requests_per_unit 0 (no rule): any spending is over
+	var remaining int64
+	var reset time.Duration
+	if l.rule != nil {
+		o := &outs[st.out]
+		if o.Verdict == engine.Unavailable && l.errorOnFailure && !st.refused {
 			return nil, status.Error(codes.Unavailable, "rate limit store unavailable")
 		}
-		ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-	default:
-		ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		remaining, reset, over = st.standing(o)
 	}
-	if o.Len() > 0 {
-		it := o.Item(0)
-		if ds.Code == rlsv3.RateLimitResponse_OK {
-			ds.LimitRemaining = uint32(min(it.Remaining, math.MaxUint32))
+	ds.LimitRemaining = uint32(min(remaining, math.MaxUint32))
+	if reset <= 0 {
+		w := l.policy.Window
+		reset = w - time.Duration(s.opt.Now().UnixNano())%w
+	}
+	ds.DurationUntilReset = durationpb.New(reset)
+	if over {
+		ds.LimitRemaining = 0
+		if l.quota && !l.shadow {
+			st.quotaOver = true
+			ds.DurationUntilReset = nil
+		} else if !l.shadow {
+			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		ds.DurationUntilReset = durationpb.New(it.ResetAfter)
 	}
 	return ds, nil
+}
+
+// standing reads a step's outcome: what is left, until when, and whether
+// the step is over its limit.
+func (st *step) standing(o *engine.Outcome) (remaining int64, reset time.Duration, over bool) {
+	if o.Summary >= 0 {
+		it := o.Item(o.Summary)
+		remaining, reset = it.Remaining, it.ResetAfter
+		// A peek's Allowed says whether a cost of 1 fits.
+		over = !it.Allowed || st.peeked && it.Remaining < st.cost
+	}
+	switch {
+	case st.cost == 0:
+		over = false // a check only: Floodgate's counters never pass the limit
+	case o.Verdict == engine.Denied && st.peeked, o.Verdict == engine.Unavailable && st.refused:
+	case o.Verdict != engine.Allowed:
+		over = true
+	}
+	return remaining, reset, over
+}
+
+// dynamicMetadata is envoyproxy/ratelimit's response dynamic metadata for
+// req (see Options.DynamicMetadata).
+func dynamicMetadata(req *rlsv3.RateLimitRequest, steps []step, resp *rlsv3.RateLimitResponse) *structpb.Struct {
+	descs := make([]*structpb.Value, 0, len(req.Descriptors))
+	for _, d := range req.Descriptors {
+		entries := make([]*structpb.Value, 0, len(d.Entries))
+		for _, e := range d.Entries {
+			entries = append(entries, structpb.NewStringValue(e.GetKey()+"="+e.GetValue()))
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if o := d.GetLimit(); o != nil {
+			f["limit"] = structpb.NewStringValue(prototext.MarshalOptions{}.Format(o))
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.Domain),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: descs}),
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	var violations []*structpb.Value
+	enabled := false
+	for i, st := range steps {
+		enabled = enabled || st.limit != nil && st.limit.quota
+		if st.quotaOver {
+			violations = append(violations, structpb.NewNumberValue(float64(i)))
+		}
+	}
+	if len(violations) > 0 {
+		fields["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: violations})
+	}
+	fields["quotaModeEnabled"] = structpb.NewBoolValue(enabled)
+	return &structpb.Struct{Fields: fields}
+}
+
+// limitHeaders are envoyproxy/ratelimit's headers of a response (see
+// LimitHeaders), or none when no descriptor has a limit.
+func (s *Service) limitHeaders(steps []step, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	var chosen *rlsv3.RateLimitResponse_DescriptorStatus
+	var window time.Duration
+	least := uint32(math.MaxUint32)
+	for i, ds := range statuses {
+		refused := ds.Code == rlsv3.RateLimitResponse_OVER_LIMIT
+		if ds.CurrentLimit != nil && (refused || ds.LimitRemaining < least) {
+			chosen, window, least = ds, steps[i].limit.policy.Window, ds.LimitRemaining
+			if refused {
+				least = 0
+			}
+		}
+	}
+	if chosen == nil {
+		return nil
+	}
+	h := *s.opt.LimitHeaders
+	now := s.opt.Now()
+	secs := int64(window / time.Second)
+	reset := secs - now.Unix()%max(secs, 1)
+	return []*corev3.HeaderValue{
+		{Key: cmp.Or(h.Limit, "RateLimit-Limit"), Value: strconv.FormatUint(uint64(chosen.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: cmp.Or(h.Remaining, "RateLimit-Remaining"), Value: strconv.FormatUint(uint64(chosen.LimitRemaining), 10)},
+		{Key: cmp.Or(h.Reset, "RateLimit-Reset"), Value: strconv.FormatInt(reset, 10)},
+	}
 }
 
 // headers writes the RateLimit fields of every decided descriptor.

@@ -270,8 +270,9 @@ func TestAllOrNothing(t *testing.T) {
 		expect(t, f.ask(t, 0, two...), over, ok, 1, over, 0)
 		expect(t, f.ask(t, 0, two...), over, ok, 1, over, 0)
 		expect(t, f.ask(t, 0, desc("client=dave")), ok, ok, 0)
-		// A descriptor refusing everything spends no other's quota.
-		expect(t, f.ask(t, 0, desc("client=fay"), desc("blocked=yes")), over, ok, 0, over, 0)
+		// A descriptor refusing everything spends no other's quota, and
+		// the other shows what it has left (the peek).
+		expect(t, f.ask(t, 0, desc("client=fay"), desc("blocked=yes")), over, ok, 3, over, 0)
 		expect(t, f.ask(t, 0, desc("client=fay")), ok, ok, 2)
 	})
 }

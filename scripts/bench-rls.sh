@@ -18,15 +18,10 @@ cd "$root"
 . scripts/lib.sh
 rounds=${ROUNDS:-5} dur=${DURATION:-5s}
 peers=${PEERS:-/tmp/floodgate-rls-peers}
-rl_version=${RATELIMIT_VERSION:-v1.4.1-0.20260122083618-3fb702589d36}
 gub_version=${GUBERNATOR_VERSION:-v2.13.0}
 redis_port=7840 fg_mem=127.0.0.1:7810 fg_redis=127.0.0.1:7811 rl=127.0.0.1:7820 gub=127.0.0.1:7830
 
-mkdir -p "$peers/bin"
-if [[ ! -x $peers/bin/service_cmd ]]; then
-  log "installing envoyproxy/ratelimit $rl_version into $peers"
-  GOBIN=$peers/bin go install "github.com/envoyproxy/ratelimit/src/service_cmd@$rl_version"
-fi
+install_ratelimit "$peers"
 if [[ ! -x $peers/bin/gubernator ]]; then
   log "installing gubernator $gub_version into $peers"
   GOBIN=$peers/bin go install "github.com/gubernator-io/gubernator/v2/cmd/gubernator@$gub_version"

@@ -37,6 +37,20 @@ wait_port() {
 }
 die() { log "error: $*"; exit 1; }
 
+# RATELIMIT_VERSION is the envoyproxy/ratelimit the peer scripts install.
+RATELIMIT_VERSION=${RATELIMIT_VERSION:-v1.4.1-0.20260122083618-3fb702589d36}
+
+# install_ratelimit DIR: envoyproxy/ratelimit's service_cmd, built with
+# `go install` into DIR/bin (a scratch directory outside the repository)
+# unless already there.
+install_ratelimit() {
+  mkdir -p "$1/bin"
+  if [[ ! -x $1/bin/service_cmd ]]; then
+    log "installing envoyproxy/ratelimit $RATELIMIT_VERSION into $1"
+    (cd "$1" && GOBIN=$1/bin GOFLAGS=-mod=mod go install "github.com/envoyproxy/ratelimit/src/service_cmd@$RATELIMIT_VERSION")
+  fi
+}
+
 # Every redis-cli call is bounded: a frozen or half-dead instance must not hang a script.
 cli() { local port=$1; shift; timeout 3 redis-cli -h 127.0.0.1 -p "$port" "$@" 2>/dev/null; }
 

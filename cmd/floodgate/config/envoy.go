@@ -28,6 +28,15 @@ type EnvoyRLS struct {
 	// MaxKeyLength bounds a descriptor's domain, keys and values
 	// together, in bytes; default 1024.
 	MaxKeyLength int `yaml:"max_key_length"`
+	// DynamicMetadata puts envoyproxy/ratelimit's dynamic_metadata in
+	// every response, as its RESPONSE_DYNAMIC_METADATA=true does
+	// (envoyrls.Options.DynamicMetadata); default false.
+	DynamicMetadata bool `yaml:"dynamic_metadata"`
+	// LimitHeaders sends envoyproxy/ratelimit's RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset headers, as its
+	// LIMIT_RESPONSE_HEADERS_ENABLED=true does (envoyrls.LimitHeaders);
+	// it excludes headers other than none. Default false.
+	LimitHeaders bool `yaml:"limit_headers"`
 
 	// Limits is what Config holds, read by Load.
 	Limits *envoyrls.Config `yaml:"-"`
@@ -66,6 +75,9 @@ func (v *validator) envoyRLS() {
 	}
 	if !v.has("envoy_rls.headers") {
 		e.Headers = engine.None
+	}
+	if e.LimitHeaders && e.Headers != engine.None {
+		v.fail("envoy_rls.limit_headers", "sends envoyproxy/ratelimit's headers instead of envoy_rls.headers: set headers to none")
 	}
 	if e.MaxDescriptors < 0 || e.MaxKeyLength < 0 {
 		v.fail("envoy_rls", "max_descriptors and max_key_length must not be negative")

@@ -53,10 +53,15 @@ func (s *Server) startRLS() error {
 		return nil
 	}
 	style := e.Headers
-	svc, err := envoyrls.NewService(func() *envoyrls.Rules { return s.state.Load().rls }, envoyrls.Options{
+	opt := envoyrls.Options{
 		Fields:         engine.Fields{Style: style, Reset: s.state.Load().fields.Reset, WarnAt: s.state.Load().fields.WarnAt},
 		MaxDescriptors: e.MaxDescriptors, MaxKeyLength: e.MaxKeyLength, Registerer: s.reg, Logger: s.logger,
-	})
+		DynamicMetadata: e.DynamicMetadata,
+	}
+	if e.LimitHeaders {
+		opt.LimitHeaders = &envoyrls.LimitHeaders{}
+	}
+	svc, err := envoyrls.NewService(func() *envoyrls.Rules { return s.state.Load().rls }, opt)
 	if err != nil {
 		return err
 	}

@@ -87,3 +87,36 @@ func TestEnvoyRLSFace(t *testing.T) {
 		t.Errorf("after reload to 5 (2 spent before it; refusals spend nothing): %v", resp)
 	}
 }
+
+// TestEnvoyRLSDynamicMetadata: envoy_rls.dynamic_metadata puts
+// envoyproxy/ratelimit's dynamic_metadata in the daemon's answers, with
+// the quota-mode descriptors over their limit.
+func TestEnvoyRLSDynamicMetadata(t *testing.T) {
+	limits := filepath.Join(t.TempDir(), "limits.yaml")
+	y := "domain: ai\ndescriptors:\n  - key: tokens\n    quota_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+	if err := os.WriteFile(limits, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, fmt.Sprintf("envoy_rls: {listen: \"127.0.0.1:0\", config: %q, dynamic_metadata: true}\nadmin: {listen: \"127.0.0.1:0\"}\nlog: {level: error}\n", limits))
+	conn, err := grpc.NewClient(f.srv.Addr(FaceEnvoyRLS), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "ai", Descriptors: []*commonv3.RateLimitDescriptor{
+		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "tokens", Value: "team-a"}}}}}
+	for i, want := range []int{0, 1} { // violations: none, then descriptor 0
+		resp, err := rls.ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := resp.GetDynamicMetadata().AsMap()
+		v, _ := md["quotaModeViolations"].([]any)
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || md["domain"] != "ai" || md["quotaModeEnabled"] != true || len(v) != want {
+			t.Errorf("request %d: %v, metadata %v", i, resp.OverallCode, md)
+		}
+	}
+}
