@@ -47,6 +47,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of those lines; default time.Now.
 	Now func() time.Time
+	// Stats, if set, counts each limit's hits under envoyproxy/ratelimit's
+	// metric names (stats.go).
+	Stats *Stats
 }
 
 // Service is Envoy's rate limit service (envoy.service.ratelimit.v3) on a
@@ -202,6 +205,7 @@ func (s *Service) status(st step, outs []engine.Outcome, refuseAll bool) (*rlsv3
 	case l.unlimited:
 		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
 	case l.rule == nil:
+		s.opt.Stats.observe(l, st.cost, false, 0)
 		code := rlsv3.RateLimitResponse_OVER_LIMIT
 		if l.shadow {
 			code = rlsv3.RateLimitResponse_OK
@@ -215,6 +219,10 @@ func (s *Service) status(st step, outs []engine.Outcome, refuseAll bool) (*rlsv3
 		return ds, nil // not asked: another descriptor refuses everything
 	}
 	o := &outs[st.out]
+	if o.Len() > 0 {
+		it := o.Item(0)
+		s.opt.Stats.observe(l, st.cost, it.Allowed, it.Remaining)
+	}
 	switch o.Verdict {
 	case engine.Allowed:
 	case engine.Unavailable:

@@ -1,0 +1,90 @@
+package envoyrls
+
+import (
+	"fmt"
+	"strings"
+
+	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+)
+
+// TypeURL is the xDS resource type of envoyproxy/ratelimit's rules, as
+// Envoy Gateway serves them.
+const TypeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
+
+// FromProto translates one xDS RateLimitConfig into a Domain and validates
+// it as Parse validates a file, naming it "xds:<name>" in errors. Every
+// field of ratelimit.config.ratelimit.v3 is mapped: name, domain and
+// descriptors; a descriptor's key, value, rate_limit, descriptors,
+// shadow_mode and detailed_metric; a policy's unit (UNKNOWN is no unit,
+// which only an unlimited policy may have), requests_per_unit, unlimited,
+// name and replaces. Errors wrap ErrInvalid.
+func FromProto(c *rlconfv3.RateLimitConfig) (*Domain, error) {
+	file := "xds:" + c.GetName()
+	if err := protoDepth(c.GetDescriptors(), 1); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
+	}
+	d := &Domain{File: file, Domain: c.GetDomain(), Descriptors: fromProtoDescriptors(c.GetDescriptors())}
+	if err := d.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, file, err)
+	}
+	return d, nil
+}
+
+// protoDepth refuses a tree deeper than any file may be before it is
+// copied, so a hostile snapshot cannot make the translation recurse
+// without bound.
+func protoDepth(ds []*rlconfv3.RateLimitDescriptor, depth int) error {
+	if len(ds) > 0 && depth > maxDepth {
+		return fmt.Errorf("descriptors nest deeper than %d", maxDepth)
+	}
+	for _, d := range ds {
+		if err := protoDepth(d.GetDescriptors(), depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fromProtoDescriptors(ps []*rlconfv3.RateLimitDescriptor) []*Descriptor {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]*Descriptor, len(ps))
+	for i, p := range ps {
+		out[i] = &Descriptor{
+			Key:            p.GetKey(),
+			Value:          p.GetValue(),
+			RateLimit:      fromProtoPolicy(p.GetRateLimit()),
+			Descriptors:    fromProtoDescriptors(p.GetDescriptors()),
+			ShadowMode:     p.GetShadowMode(),
+			DetailedMetric: p.GetDetailedMetric(),
+		}
+	}
+	return out
+}
+
+func fromProtoPolicy(p *rlconfv3.RateLimitPolicy) *RateLimit {
+	if p == nil {
+		return nil
+	}
+	rl := &RateLimit{RequestsPerUnit: p.GetRequestsPerUnit(), Unlimited: p.GetUnlimited(), Name: p.GetName()}
+	if u := p.GetUnit(); u != rlconfv3.RateLimitUnit_UNKNOWN {
+		rl.Unit = strings.ToLower(u.String())
+	}
+	for _, r := range p.GetReplaces() {
+		rl.Replaces = append(rl.Replaces, Replace{Name: r.GetName()})
+	}
+	return rl
+}
+
+// Validate checks a Config built in memory (from xDS, say) as Load checks
+// the files it reads: every domain's tree, and no domain given twice.
+// Errors wrap ErrInvalid.
+func (c *Config) Validate() error {
+	for _, d := range c.Domains {
+		if err := d.validate(); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, d.File, err)
+		}
+	}
+	return c.check()
+}
