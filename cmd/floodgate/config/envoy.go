@@ -28,6 +28,10 @@ type EnvoyRLS struct {
 	// MaxKeyLength bounds a descriptor's domain, keys and values
 	// together, in bytes; default 1024.
 	MaxKeyLength int `yaml:"max_key_length"`
+	// NearLimitRatio is the share of a limit past which hits count as
+	// ratelimit_service_rate_limit_near_limit; default 0.8, as
+	// envoyproxy/ratelimit's NEAR_LIMIT_RATIO.
+	NearLimitRatio float64 `yaml:"near_limit_ratio"`
 	// TLS, when set, serves this face over TLS with its own certificate
 	// instead of listeners.tls (gRPC clients and scrapers differ).
 	TLS *TLS `yaml:"tls"`
@@ -75,6 +79,9 @@ func (v *validator) envoyRLS() {
 	}
 	if e.MaxDescriptors < 0 || e.MaxKeyLength < 0 {
 		v.fail("envoy_rls", "max_descriptors and max_key_length must not be negative")
+	}
+	if e.NearLimitRatio < 0 || e.NearLimitRatio > 1 {
+		v.fail("envoy_rls.near_limit_ratio", "want a ratio in (0, 1], got %v", e.NearLimitRatio)
 	}
 	if e.TLS != nil {
 		v.tlsFiles(e.TLS)

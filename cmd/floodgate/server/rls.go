@@ -34,11 +34,21 @@ type rlsFace struct {
 // buildRLS compiles the envoy_rls descriptors of cfg's files and of the
 // xDS snapshot in force into one tree on the daemon's engine (a domain in
 // both is refused); nil when the face is off. It runs under s.mu, or in
-// New before anything else.
+// New before anything else. A load of files is counted in
+// ratelimit_service_config_load_*; applyXDS counts its snapshots.
 func (s *Server) buildRLS(cfg *config.Config) (*envoyrls.Rules, error) {
 	if cfg.EnvoyRLS == nil {
 		return nil, nil
 	}
+	r, err := s.rulesFor(cfg)
+	if cfg.EnvoyRLS.Limits != nil {
+		s.xds.count(err)
+	}
+	return r, err
+}
+
+// rulesFor is buildRLS without the count.
+func (s *Server) rulesFor(cfg *config.Config) (*envoyrls.Rules, error) {
 	if s.xds == nil {
 		x, err := newRLSRules(s.reg)
 		if err != nil {
@@ -52,10 +62,8 @@ func (s *Server) buildRLS(cfg *config.Config) (*envoyrls.Rules, error) {
 	}
 	r, err := s.compileRLS(cfg, all)
 	if err != nil {
-		s.xds.loadError.Inc()
 		return nil, fmt.Errorf("server: envoy_rls: %w", err)
 	}
-	s.xds.loadSuccess.Inc()
 	return r, nil
 }
 
@@ -76,7 +84,7 @@ func (s *Server) startRLS() error {
 		return nil
 	}
 	style := e.Headers
-	stats, err := envoyrls.NewStats(s.reg, envoyrls.StatsOptions{})
+	stats, err := envoyrls.NewStats(s.reg, envoyrls.StatsOptions{NearLimitRatio: e.NearLimitRatio})
 	if err != nil {
 		return fmt.Errorf("server: envoy_rls: metrics: %w", err)
 	}

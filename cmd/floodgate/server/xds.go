@@ -62,6 +62,15 @@ func newRLSRules(reg prometheus.Registerer) (*rlsRules, error) {
 	return x, nil
 }
 
+// count adds a load's result to ratelimit_service_config_load_*.
+func (x *rlsRules) count(err error) {
+	if err != nil {
+		x.loadError.Inc()
+	} else {
+		x.loadSuccess.Inc()
+	}
+}
+
 // RLSReady reports whether the envoy_rls rules are in force: always with
 // files alone; with xDS, once a first snapshot was applied.
 func (s *Server) RLSReady() bool {
@@ -163,26 +172,18 @@ func (s *Server) streamXDS(ctx context.Context, c *config.XDS, b *backoff) error
 // store under each limit's name or descriptor path, so a limit the
 // snapshot keeps keeps counting where it was.
 func (s *Server) applyXDS(resources []*anypb.Any) error {
-	domains := make([]*envoyrls.Domain, 0, len(resources))
-	for i, r := range resources {
-		var pc rlconfv3.RateLimitConfig
-		if err := r.UnmarshalTo(&pc); err != nil {
-			s.xds.loadError.Inc()
-			return fmt.Errorf("resource %d: %w", i, err)
-		}
-		d, err := envoyrls.FromProto(&pc)
-		if err != nil {
-			s.xds.loadError.Inc()
-			return err
-		}
-		domains = append(domains, d)
+	domains, err := fromResources(resources)
+	if err != nil {
+		s.xds.count(err)
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.state.Load()
 	prev := s.xds.domains
 	s.xds.domains = domains
-	r, err := s.buildRLS(st.cfg)
+	r, err := s.rulesFor(st.cfg)
+	s.xds.count(err)
 	if err != nil {
 		s.xds.domains = prev
 		return err
@@ -191,6 +192,23 @@ func (s *Server) applyXDS(resources []*anypb.Any) error {
 	s.xds.loaded.Store(true)
 	s.logger.Info("xDS rules applied", "domains", len(domains))
 	return nil
+}
+
+// fromResources translates a snapshot's RateLimitConfig resources.
+func fromResources(resources []*anypb.Any) ([]*envoyrls.Domain, error) {
+	domains := make([]*envoyrls.Domain, 0, len(resources))
+	for i, r := range resources {
+		var pc rlconfv3.RateLimitConfig
+		if err := r.UnmarshalTo(&pc); err != nil {
+			return nil, fmt.Errorf("resource %d: %w", i, err)
+		}
+		d, err := envoyrls.FromProto(&pc)
+		if err != nil {
+			return nil, err
+		}
+		domains = append(domains, d)
+	}
+	return domains, nil
 }
 
 // xdsNode is the node the management server keys its snapshots by.
@@ -253,4 +271,3 @@ func (b *backoff) next() time.Duration {
 }
 
 func (b *backoff) reset() { b.bound = 0 }
-
