@@ -259,15 +259,22 @@ func TestXDSSnapshotUnderLoad(t *testing.T) {
 
 // BenchmarkXDSApply measures a snapshot change: from SetSnapshot on the
 // management server to the first ShouldRateLimit answered by the new
-// limit (scripts/bench-xds.sh).
+// limit, and the ACK the server receives for it (scripts/bench-xds.sh).
 func BenchmarkXDSApply(b *testing.B) {
 	x := newXDSServer(b)
 	f := start(b, fmt.Sprintf(xdsDaemon, x.addr))
 	c := rlsClient(b, f.srv.Addr(FaceEnvoyRLS))
 	for i := 0; b.Loop(); i++ {
-		quota := uint32(1000 + i)
-		x.push(b, fmt.Sprint(i), rlConfig("edge", "edge", perHour("user", quota)))
+		quota, version := uint32(1000+i), fmt.Sprint(i)
+		pushed := time.Now()
+		x.push(b, version, rlConfig("edge", "edge", perHour("user", quota)))
 		for askRLS(b, c, "edge", "user", "a").CurrentLimit.GetRequestsPerUnit() != quota {
+			if time.Since(pushed) > 30*time.Second {
+				b.Fatalf("version %s not in force after 30s", version)
+			}
+		}
+		if r := x.answer(b, version); r.ErrorDetail != nil {
+			b.Fatalf("version %s NACKed: %v", version, r.ErrorDetail)
 		}
 	}
 }
