@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -75,10 +76,30 @@ func TestFromProtoRefuses(t *testing.T) {
 		"no key":       {rlConfig("d", &rlconfv3.RateLimitDescriptor{Value: "v"}), "no key"},
 		"twice":        {rlConfig("d", &rlconfv3.RateLimitDescriptor{Key: "k"}, &rlconfv3.RateLimitDescriptor{Key: "k"}), "twice"},
 		"too deep":     {rlConfig("d", deep), "deeper"},
+		"newer field":  {withUnknown(rlConfig("d", &rlconfv3.RateLimitDescriptor{Key: "k", RateLimit: &rlconfv3.RateLimitPolicy{Unlimited: true}})), "does not know"},
 	} {
 		_, err := FromProto(tc.c)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "xds:n") {
 			t.Errorf("%s: %v, want ErrInvalid naming xds:n and %q", name, err, tc.want)
+		}
+	}
+}
+
+// withUnknown adds to c's first policy a field 9 the protos do not name,
+// as a newer management server's quota_mode-like field would arrive.
+func withUnknown(c *rlconfv3.RateLimitConfig) *rlconfv3.RateLimitConfig {
+	p := c.Descriptors[0].RateLimit.ProtoReflect()
+	p.SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1))
+	return c
+}
+
+// TestFromProtoNewerUnits: week, month and year, as newer protos number
+// them, are read.
+func TestFromProtoNewerUnits(t *testing.T) {
+	for n, want := range map[rlconfv3.RateLimitUnit]string{5: "month", 6: "year", 7: "week"} {
+		d, err := FromProto(rlConfig("d", &rlconfv3.RateLimitDescriptor{Key: "k", RateLimit: &rlconfv3.RateLimitPolicy{Unit: n, RequestsPerUnit: 1}}))
+		if err != nil || d.Descriptors[0].RateLimit.Unit != want {
+			t.Errorf("unit %d: %v %v, want %s", n, d, err, want)
 		}
 	}
 }
