@@ -32,9 +32,13 @@ type xdsFixture struct {
 	mu    sync.Mutex
 	sent  map[string]string // response nonce -> version it carried
 	reqs  chan *discoverygrpc.DiscoveryRequest
+	stop  func()
 }
 
-func newXDSServer(t testing.TB) *xdsFixture {
+func newXDSServer(t testing.TB) *xdsFixture { return newXDSServerAt(t, "127.0.0.1:0") }
+
+// newXDSServerAt serves on addr; stop ends it before the test does.
+func newXDSServerAt(t testing.TB, addr string) *xdsFixture {
 	t.Helper()
 	x := &xdsFixture{cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil), sent: map[string]string{},
 		reqs: make(chan *discoverygrpc.DiscoveryRequest, 100)}
@@ -52,13 +56,14 @@ func newXDSServer(t testing.TB) *xdsFixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := grpc.NewServer()
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, x.cache, cb))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	x.addr = ln.Addr().String()
 	go g.Serve(ln)
-	t.Cleanup(func() { g.Stop(); cancel() })
+	x.stop = func() { g.Stop(); cancel() }
+	t.Cleanup(x.stop)
 	return x
 }
 
@@ -199,6 +204,45 @@ func TestXDSSnapshots(t *testing.T) {
 	}
 	if st := askRLS(t, c, "new", "k", "x"); st.CurrentLimit.GetRequestsPerUnit() != 2 || st.LimitRemaining != 1 {
 		t.Errorf("v3 new domain: %v", st)
+	}
+}
+
+// TestXDSReconnect: when the management server goes away the rules in
+// force keep deciding, and the daemon reconnects (backoff 50ms..200ms
+// here) and takes the snapshot of the server that comes back.
+func TestXDSReconnect(t *testing.T) {
+	x := newXDSServer(t)
+	f := start(t, fmt.Sprintf(xdsDaemon, x.addr))
+	c := rlsClient(t, f.srv.Addr(FaceEnvoyRLS))
+	x.push(t, "a1", rlConfig("edge", "edge", perHour("user", 7)))
+	x.answer(t, "a1")
+	x.stop()
+	if st := askRLS(t, c, "edge", "user", "a"); st.CurrentLimit.GetRequestsPerUnit() != 7 || st.LimitRemaining != 6 {
+		t.Fatalf("server gone: %v, want the rules in force (6 of 7 left)", st)
+	}
+	y := newXDSServerAt(t, x.addr)
+	y.push(t, "b1", rlConfig("edge", "edge", perHour("user", 9)))
+	if r := y.answer(t, "b1"); r.ErrorDetail != nil {
+		t.Fatalf("after reconnecting: %v", r.ErrorDetail)
+	}
+	if st := askRLS(t, c, "edge", "user", "a"); st.CurrentLimit.GetRequestsPerUnit() != 9 || st.LimitRemaining != 7 {
+		t.Errorf("after reconnecting: %v, want 7 of 9 left (2 spent)", st)
+	}
+}
+
+// TestBackoff: each wait is within [bound/2, bound], the bound doubles
+// up to max, and reset starts again from initial.
+func TestBackoff(t *testing.T) {
+	b := backoff{initial: 100 * time.Millisecond, max: time.Second}
+	for i, bound := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
+		bound *= time.Millisecond
+		if d := b.next(); d < bound/2 || d > bound {
+			t.Errorf("wait %d: %v, want within [%v, %v]", i, d, bound/2, bound)
+		}
+	}
+	b.reset()
+	if d := b.next(); d < 50*time.Millisecond || d > 100*time.Millisecond {
+		t.Errorf("after reset: %v", d)
 	}
 }
 
