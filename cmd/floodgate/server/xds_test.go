@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,6 +206,46 @@ func TestXDSSnapshots(t *testing.T) {
 	}
 	if st := askRLS(t, c, "new", "k", "x"); st.CurrentLimit.GetRequestsPerUnit() != 2 || st.LimitRemaining != 1 {
 		t.Errorf("v3 new domain: %v", st)
+	}
+}
+
+// TestXDSAndFilesOneTree: the files' domains and the snapshot's decide
+// side by side; a snapshot bringing a domain the files define is NACKed,
+// and a file reload keeps the snapshot's domains.
+func TestXDSAndFilesOneTree(t *testing.T) {
+	x := newXDSServer(t)
+	limits := filepath.Join(t.TempDir(), "files.yaml")
+	writeLimits := func(quota int) {
+		y := fmt.Sprintf("domain: files\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: %d}\n", quota)
+		if err := os.WriteFile(limits, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeLimits(4)
+	f := start(t, fmt.Sprintf(`
+envoy_rls:
+  listen: "127.0.0.1:0"
+  config: %q
+  xds: {server: %q, node_id: `+xdsNodeID+`, backoff_initial: 50ms, backoff_max: 200ms}
+admin: {listen: "127.0.0.1:0"}
+log: {level: error}
+`, limits, x.addr))
+	c := rlsClient(t, f.srv.Addr(FaceEnvoyRLS))
+	x.push(t, "1", rlConfig("edge", "edge", perHour("user", 3)))
+	x.answer(t, "1")
+	if a, b := askRLS(t, c, "files", "k", "v"), askRLS(t, c, "edge", "user", "a"); a.CurrentLimit.GetRequestsPerUnit() != 4 || b.CurrentLimit.GetRequestsPerUnit() != 3 {
+		t.Fatalf("files %v, xds %v", a, b)
+	}
+	x.push(t, "2", rlConfig("edge", "edge", perHour("user", 3)), rlConfig("clash", "files", perHour("k", 1)))
+	if r := x.answer(t, "2"); r.ErrorDetail == nil || !strings.Contains(r.ErrorDetail.Message, `domain "files"`) {
+		t.Fatalf("a domain of the files over xDS: %v, want a NACK naming it", r.ErrorDetail)
+	}
+	writeLimits(6)
+	if err := f.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := askRLS(t, c, "files", "k", "v"), askRLS(t, c, "edge", "user", "a"); a.CurrentLimit.GetRequestsPerUnit() != 6 || b.LimitRemaining != 1 {
+		t.Errorf("after a file reload: files %v, xds %v (want 6 a hour; 1 of 3 left)", a, b)
 	}
 }
 
