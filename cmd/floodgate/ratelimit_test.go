@@ -179,8 +179,8 @@ func httpStatus(t *testing.T, url string) (int, string) {
 // TestRatelimitEntrypoint: the binary run as /bin/ratelimit with only
 // Envoy Gateway's environment answers /healthcheck before any rules
 // (force start), takes rules from an xDS server over mutual TLS, answers
-// ShouldRateLimit over TLS, serves ratelimit's metrics, and stops on
-// SIGTERM.
+// ShouldRateLimit over mutual TLS (a client without a certificate is
+// refused), serves ratelimit's metrics, and stops on SIGTERM.
 func TestRatelimitEntrypoint(t *testing.T) {
 	redisAddr := testkit.Env(t, "FLOODGATE_TEST_REDIS")
 	certs := t.TempDir()
@@ -221,6 +221,16 @@ func TestRatelimitEntrypoint(t *testing.T) {
 	defer cancel()
 	req := &rlsv3.RateLimitRequest{Domain: "default/eg/http", Descriptors: []*commonv3.RateLimitDescriptor{
 		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "rule-0-match-0", Value: "rule-0-match-0"}}}}}
+	anon := tlsConfig(t, certs, false)
+	anon.Certificates = nil
+	if conn, err := grpc.NewClient(ports[1], grpc.WithTransportCredentials(credentials.NewTLS(anon))); err != nil {
+		t.Fatal(err)
+	} else {
+		if _, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, req); err == nil {
+			t.Error("a client without a certificate was answered")
+		}
+		conn.Close()
+	}
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
 		resp, err := c.ShouldRateLimit(ctx, req)
 		if err != nil {

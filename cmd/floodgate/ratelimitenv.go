@@ -39,7 +39,6 @@ var rlIgnored = map[string]string{
 	"DEBUG_HOST": "no debug listener", "DEBUG_PORT": "no debug listener",
 	"GRPC_MAX_CONNECTION_AGE": "connections are not aged", "GRPC_MAX_CONNECTION_AGE_GRACE": "connections are not aged",
 	"GRPC_CLIENT_TLS_SAN":                           "client certificates are checked against GRPC_CLIENT_TLS_CACERT only",
-	"GRPC_SERVER_TLS_CA_CERT":                       "not a ratelimit variable (Envoy Gateway sets it; ratelimit reads GRPC_CLIENT_TLS_CACERT)",
 	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "XDS_CLIENT_BACKOFF_* govern reconnection",
 	"XDS_CLIENT_BACKOFF_RANDOM_FACTOR":              "the backoff waits a random time in [bound/2, bound]",
 	"XDS_CLIENT_BACKOFF_JITTER":                     "the backoff is always jittered",
@@ -91,7 +90,7 @@ var rlRefused = map[string]func(string) bool{
 
 // rlRead are the variables the mapping acts on.
 var rlRead = []string{"HOST", "PORT", "GRPC_HOST", "GRPC_PORT", "GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY",
-	"GRPC_CLIENT_TLS_CACERT", "LOG_LEVEL", "LOG_FORMAT", "CONFIG_TYPE", "FORCE_START_WITHOUT_INITIAL_CONFIG",
+	"GRPC_CLIENT_TLS_CACERT", "GRPC_SERVER_TLS_CA_CERT", "LOG_LEVEL", "LOG_FORMAT", "CONFIG_TYPE", "FORCE_START_WITHOUT_INITIAL_CONFIG",
 	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA",
 	"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "CONFIG_GRPC_XDS_SERVER_USE_TLS",
 	"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
@@ -173,7 +172,11 @@ func ratelimitEnv(lookup func(string) (string, bool), environ []string) (*rlEnv,
 	}
 	if r.flag("GRPC_SERVER_USE_TLS", false) {
 		t := map[string]any{"cert_file": r.str("GRPC_SERVER_TLS_CERT", ""), "key_file": r.str("GRPC_SERVER_TLS_KEY", "")}
-		if ca := r.str("GRPC_CLIENT_TLS_CACERT", ""); ca != "" {
+		// Envoy Gateway names its CA GRPC_SERVER_TLS_CA_CERT, which
+		// ratelimit does not read; Floodgate asks Envoy for the client
+		// certificate it presents (signed by that CA), so only Envoy
+		// spends quota.
+		if ca := r.str("GRPC_CLIENT_TLS_CACERT", r.str("GRPC_SERVER_TLS_CA_CERT", "")); ca != "" {
 			t["client_ca_file"] = ca
 		}
 		rls["tls"] = t

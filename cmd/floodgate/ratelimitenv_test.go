@@ -64,8 +64,8 @@ func TestRatelimitEnvEnvoyGateway(t *testing.T) {
 	if x := e.XDS.TLS; x == nil || x.CAFile != certs+"/ca.crt" || x.CertFile != certs+"/tls.crt" || x.KeyFile != certs+"/tls.key" {
 		t.Errorf("xds tls %+v", x)
 	}
-	if e.TLS == nil || e.TLS.CertFile != certs+"/tls.crt" || e.TLS.ClientCAFile != "" {
-		t.Errorf("grpc tls %+v (GRPC_SERVER_TLS_CA_CERT is not ratelimit's: no client certificate asked)", e.TLS)
+	if e.TLS == nil || e.TLS.CertFile != certs+"/tls.crt" || e.TLS.ClientCAFile != certs+"/ca.crt" {
+		t.Errorf("grpc tls %+v (GRPC_SERVER_TLS_CA_CERT: Envoy's client certificate is asked for)", e.TLS)
 	}
 	if r := cfg.Store.Redis; cfg.Store.Type != "redis" || r.URL != "redis://user:p%40ss@redis.redis.svc:6379" || r.NearCache != 0 {
 		t.Errorf("store %+v", cfg.Store)
@@ -73,7 +73,7 @@ func TestRatelimitEnvEnvoyGateway(t *testing.T) {
 	if cfg.Admin.Listen != ":19001" || cfg.Log.Level != slog.LevelInfo {
 		t.Errorf("admin %q, log %v", cfg.Admin.Listen, cfg.Log.Level)
 	}
-	want := []string{"RUNTIME_IGNOREDOTFILES is ignored", "RUNTIME_WATCH_ROOT is ignored", "GRPC_SERVER_TLS_CA_CERT is ignored",
+	want := []string{"RUNTIME_IGNOREDOTFILES is ignored", "RUNTIME_WATCH_ROOT is ignored",
 		"PROMETHEUS_MAPPER_YAML is ignored", "REDIS_TYPO is not a variable Floodgate knows"}
 	got := strings.Join(env.warnings, "\n")
 	for _, w := range want {
