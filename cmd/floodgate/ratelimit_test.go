@@ -122,7 +122,8 @@ func newEGXDS(t *testing.T, certs string) *egXDS {
 
 func (x *egXDS) push(t *testing.T, version string, perMinute uint32) {
 	t.Helper()
-	c := &rlconfv3.RateLimitConfig{Name: "httproute/default/backend/rule/0", Domain: "default/eg/http", Descriptors: []*rlconfv3.RateLimitDescriptor{{
+	// Envoy Gateway sends one config per listener, named as its domain.
+	c := &rlconfv3.RateLimitConfig{Name: "default/eg/http", Domain: "default/eg/http", Descriptors: []*rlconfv3.RateLimitDescriptor{{
 		Key: "rule-0-match-0", Value: "rule-0-match-0",
 		RateLimit: &rlconfv3.RateLimitPolicy{Unit: rlconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: perMinute}}}}
 	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.RateLimitConfigType: {c}})
