@@ -8,6 +8,11 @@
 #
 # Ports: 8080 gateway, 8081 decision API and forward-auth, 9090 admin
 # (/healthz, /readyz, /metrics). docs/DEPLOY.md has the rest.
+#
+# /bin/ratelimit links to the binary: run under that name, it is
+# envoyproxy/ratelimit configured by its environment, so Envoy Gateway's
+# rate limit Deployment (command /bin/ratelimit) runs this image as it is
+# (docs/ENVOY.md, "Envoy Gateway and AI Gateway").
 
 ARG GO_VERSION=1.26
 
@@ -21,7 +26,8 @@ ARG VERSION="" COMMIT="" DATE=""
 # The same script as make build, so the image runs the binary that
 # scripts/emptyroot-test.sh proves in an empty root.
 RUN VERSION="$VERSION" COMMIT="$COMMIT" DATE="$DATE" scripts/build.sh /out/floodgate \
- && mkdir -p /out/etc/floodgate /out/etc/ssl/certs \
+ && mkdir -p /out/etc/floodgate /out/etc/ssl/certs /out/bin \
+ && ln -s ../floodgate /out/bin/ratelimit \
  && cp deploy/container/floodgate.yaml /out/etc/floodgate/floodgate.yaml \
  && cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/
 

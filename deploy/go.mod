@@ -11,7 +11,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/floodgate/floodgate v0.0.0 // indirect
+require (
+	github.com/envoyproxy/go-control-plane/ratelimit v0.1.0 // indirect
+	github.com/floodgate/floodgate v0.0.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

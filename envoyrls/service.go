@@ -62,6 +62,9 @@ type Options struct {
 	// LimitHeaders, when set, sends envoyproxy/ratelimit's response
 	// headers (its LIMIT_RESPONSE_HEADERS_ENABLED) instead of Fields'.
 	LimitHeaders *LimitHeaders
+	// Stats, if set, counts each limit's hits under envoyproxy/ratelimit's
+	// metric names (stats.go).
+	Stats *Stats
 }
 
 // LimitHeaders are envoyproxy/ratelimit's three response headers, by the
@@ -296,6 +299,7 @@ func (s *Service) status(st *step, outs []engine.Outcome) (*rlsv3.RateLimitRespo
 		}
 		remaining, reset, over = st.standing(o)
 	}
+	s.opt.Stats.observe(l, st.cost, !over, remaining)
 	ds.LimitRemaining = uint32(min(remaining, math.MaxUint32))
 	if reset <= 0 {
 		w := l.policy.Window

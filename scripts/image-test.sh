@@ -23,8 +23,9 @@ pod() { podman --runtime runc "$@"; }
 cleanup() { pod rm -f "$name" >/dev/null 2>&1 || true; podman rmi -f "$tag" >/dev/null 2>&1 || true; rm -rf "$ctx"; }
 trap cleanup EXIT
 
-mkdir -p "$ctx/out/etc/floodgate" "$ctx/out/etc/ssl/certs"
+mkdir -p "$ctx/out/etc/floodgate" "$ctx/out/etc/ssl/certs" "$ctx/out/bin"
 scripts/build.sh "$ctx/out/floodgate"
+ln -s ../floodgate "$ctx/out/bin/ratelimit"
 cp deploy/container/floodgate.yaml "$ctx/out/etc/floodgate/"
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/out/etc/ssl/certs/"
 # --format docker keeps HEALTHCHECK (OCI image configs have no such field).
@@ -59,5 +60,8 @@ pod stop -t 15 "$name" >/dev/null 2>&1
 code=$(pod inspect "$name" --format '{{.State.ExitCode}}')
 check "exit code after podman stop (SIGTERM): $code" test "$code" = 0
 if ((failed > 0)); then pod logs "$name" || true; fi
+# podman logs its own systemd noise (level=error) beside the command's output.
+link=$(pod run --rm --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 --entrypoint /bin/ratelimit -e CONFIG_TYPE=NONE "$tag" 2>&1 | grep -v "level=error" || true)
+check "/bin/ratelimit runs the ratelimit command: $link" grep -q 'CONFIG_TYPE="NONE"' <<<"$link"
 echo "image: $passed passed, $failed failed"
 ((failed == 0))

@@ -9,6 +9,7 @@
 //	floodgate tiers set|list              tiers (plans) of API keys, in PostgreSQL
 //	floodgate healthcheck [URL]             exit 0 when the admin listener answers /healthz
 //	floodgate version                     version, commit and build date
+//	floodgate ratelimit                   envoyproxy/ratelimit's environment (also: the binary run as "ratelimit")
 package main
 
 import (
@@ -19,7 +20,9 @@ import (
 )
 
 func main() {
-	if cmd, err := newRoot().ExecuteC(); err != nil {
+	root := newRoot()
+	root.SetArgs(ratelimitArgs(os.Args[0], os.Args[1:]))
+	if cmd, err := root.ExecuteC(); err != nil {
 		report(cmd, err)
 		os.Exit(exitCode(err))
 	}
@@ -54,7 +57,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServe(), newValidate(), newVersion(), newHealthcheck(), newLoadtest(), newProbe(), newReduce(), newKeys(), newTiers())
+	root.AddCommand(newServe(), newValidate(), newVersion(), newHealthcheck(), newLoadtest(), newProbe(), newReduce(), newKeys(), newTiers(), newRatelimit())
 	root.SetErr(os.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintf(c.ErrOrStderr(), "floodgate: %v\n%s", err, c.UsageString())

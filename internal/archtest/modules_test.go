@@ -13,19 +13,20 @@ import (
 // test live in the daemon's module (cmd/floodgate), the chi example in its
 // own. A new entry is a decision every library user pays for.
 var library = map[string]string{
-	"github.com/dunglas/httpsfv":                   "header",
-	"github.com/envoyproxy/go-control-plane/envoy": "envoyrls",
-	"github.com/jackc/pgx/v5":                      "tier",
-	"github.com/prometheus/client_golang":          "metrics",
-	"github.com/realclientip/realclientip-go":      "clientip",
-	"github.com/redis/go-redis/v9":                 "redisstore",
-	"github.com/sony/gobreaker/v2":                 "client",
-	"golang.org/x/sync":                            "tier",
-	"golang.org/x/time":                            "client",
-	"google.golang.org/genproto/googleapis/rpc":    "grpclimit",
-	"google.golang.org/grpc":                       "grpclimit, envoyrls",
-	"google.golang.org/protobuf":                   "grpclimit, envoyrls",
-	"gopkg.in/yaml.v3":                             "envoyrls (envoyproxy/ratelimit's files)",
+	"github.com/dunglas/httpsfv":                       "header",
+	"github.com/envoyproxy/go-control-plane/envoy":     "envoyrls",
+	"github.com/envoyproxy/go-control-plane/ratelimit": "envoyrls (RateLimitConfig over xDS)",
+	"github.com/jackc/pgx/v5":                          "tier",
+	"github.com/prometheus/client_golang":              "metrics",
+	"github.com/realclientip/realclientip-go":          "clientip",
+	"github.com/redis/go-redis/v9":                     "redisstore",
+	"github.com/sony/gobreaker/v2":                     "client",
+	"golang.org/x/sync":                                "tier",
+	"golang.org/x/time":                                "client",
+	"google.golang.org/genproto/googleapis/rpc":        "grpclimit",
+	"google.golang.org/grpc":                           "grpclimit, envoyrls",
+	"google.golang.org/protobuf":                       "grpclimit, envoyrls",
+	"gopkg.in/yaml.v3":                                 "envoyrls (envoyproxy/ratelimit's files)",
 }
 
 // TestLibraryRequirements: the root module's direct requirements are

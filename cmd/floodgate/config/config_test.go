@@ -428,3 +428,27 @@ func TestRedisInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyXDS: envoy_rls.xds takes ratelimit's defaults, makes config
+// optional, and refuses what could not connect.
+func TestEnvoyXDS(t *testing.T) {
+	cfg, err := Parse("f.yaml", []byte("envoy_rls: {listen: ':0', xds: {server: 'eg:18001'}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := cfg.EnvoyRLS.XDS; x.NodeID != "default" || x.BackoffInitial.D() != time.Second || x.BackoffMax.D() != time.Minute || cfg.EnvoyRLS.Limits != nil {
+		t.Errorf("defaults: %+v", x)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"envoy_rls: {listen: ':0', xds: {node_id: n}}\n", "envoy_rls.xds.server: required"},
+		{"envoy_rls: {listen: ':0', xds: {server: eg}}\n", `want host:port, got "eg"`},
+		{"envoy_rls: {listen: ':0', xds: {server: 'eg:1', backoff_initial: 2m, backoff_max: 1m}}\n", "backoff_initial must be positive and at most backoff_max"},
+		{"envoy_rls: {listen: ':0', xds: {server: 'eg:1', tls: {cert_file: c}}}\n", "cert_file and key_file go together"},
+		{"envoy_rls: {listen: ':0', near_limit_ratio: 1.5, xds: {server: 'eg:1'}}\n", "envoy_rls.near_limit_ratio: want a ratio in (0, 1]"},
+		{"envoy_rls: {listen: ':0'}\n", "envoy_rls.config: required"},
+	} {
+		if got := parseErr(t, tc.yaml); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %s, want %q", tc.yaml, got, tc.want)
+		}
+	}
+}

@@ -17,7 +17,7 @@ type EnvoyRLS struct {
 	// Config is a file, or a directory of *.yaml and *.yml files, in
 	// envoyproxy/ratelimit's format; a relative path is read from the
 	// configuration file's directory. Reloaded with this file, and when
-	// a file in it changes. Required.
+	// a file in it changes. Required unless xds is set.
 	Config string `yaml:"config"`
 	// Headers selects the fields sent in response_headers_to_add: none
 	// (default: envoyproxy/ratelimit sends none), draft11, legacy or
@@ -37,6 +37,16 @@ type EnvoyRLS struct {
 	// LIMIT_RESPONSE_HEADERS_ENABLED=true does (envoyrls.LimitHeaders);
 	// it excludes headers other than none. Default false.
 	LimitHeaders bool `yaml:"limit_headers"`
+	// NearLimitRatio is the share of a limit past which hits count as
+	// ratelimit_service_rate_limit_near_limit; default 0.8, as
+	// envoyproxy/ratelimit's NEAR_LIMIT_RATIO.
+	NearLimitRatio float64 `yaml:"near_limit_ratio"`
+	// TLS, when set, serves this face over TLS with its own certificate
+	// instead of listeners.tls (gRPC clients and scrapers differ).
+	TLS *TLS `yaml:"tls"`
+	// XDS, when set, receives rules from an xDS management server too
+	// (xds.go); Config may then be left out.
+	XDS *XDS `yaml:"xds"`
 
 	// Limits is what Config holds, read by Load.
 	Limits *envoyrls.Config `yaml:"-"`
@@ -81,6 +91,18 @@ func (v *validator) envoyRLS() {
 	}
 	if e.MaxDescriptors < 0 || e.MaxKeyLength < 0 {
 		v.fail("envoy_rls", "max_descriptors and max_key_length must not be negative")
+	}
+	if e.NearLimitRatio < 0 || e.NearLimitRatio > 1 {
+		v.fail("envoy_rls.near_limit_ratio", "want a ratio in (0, 1], got %v", e.NearLimitRatio)
+	}
+	if e.TLS != nil {
+		v.tlsFiles(e.TLS)
+	}
+	if e.XDS != nil {
+		v.xds(e.XDS)
+	}
+	if e.Config == "" && e.XDS != nil {
+		return
 	}
 	if e.Config == "" {
 		v.fail("envoy_rls.config", "required: a file or directory in envoyproxy/ratelimit's format")

@@ -31,17 +31,48 @@ type rlsFace struct {
 	health *health.Server
 }
 
-// buildRLS compiles the envoy_rls descriptors of cfg on the daemon's
-// engine; nil when the face is off.
+// buildRLS compiles the envoy_rls descriptors of cfg's files and of the
+// xDS snapshot in force into one tree on the daemon's engine (a domain in
+// both is refused); nil when the face is off. It runs under s.mu, or in
+// New before anything else. A load of files is counted in
+// ratelimit_service_config_load_*; applyXDS counts its snapshots.
 func (s *Server) buildRLS(cfg *config.Config) (*envoyrls.Rules, error) {
-	if cfg.EnvoyRLS == nil || cfg.EnvoyRLS.Limits == nil {
+	if cfg.EnvoyRLS == nil {
 		return nil, nil
 	}
-	r, err := envoyrls.Compile(s.eng, cfg.EnvoyRLS.Limits, cfg.Store.FailureMode)
+	r, err := s.rulesFor(cfg)
+	if cfg.EnvoyRLS.Limits != nil {
+		s.xds.count(err)
+	}
+	return r, err
+}
+
+// rulesFor is buildRLS without the count.
+func (s *Server) rulesFor(cfg *config.Config) (*envoyrls.Rules, error) {
+	if s.xds == nil {
+		x, err := newRLSRules(s.reg)
+		if err != nil {
+			return nil, fmt.Errorf("server: envoy_rls: metrics: %w", err)
+		}
+		s.xds = x
+	}
+	all := &envoyrls.Config{Domains: s.xds.domains}
+	if l := cfg.EnvoyRLS.Limits; l != nil {
+		all.Domains = append(append([]*envoyrls.Domain(nil), l.Domains...), s.xds.domains...)
+	}
+	r, err := s.compileRLS(cfg, all)
 	if err != nil {
 		return nil, fmt.Errorf("server: envoy_rls: %w", err)
 	}
 	return r, nil
+}
+
+// compileRLS validates all as envoyrls.Load validates files, then compiles it.
+func (s *Server) compileRLS(cfg *config.Config, all *envoyrls.Config) (*envoyrls.Rules, error) {
+	if err := all.Validate(); err != nil {
+		return nil, err
+	}
+	return envoyrls.Compile(s.eng, all, cfg.Store.FailureMode)
 }
 
 // startRLS listens on envoy_rls.listen with the rate limit service,
@@ -53,20 +84,29 @@ func (s *Server) startRLS() error {
 		return nil
 	}
 	style := e.Headers
+	stats, err := envoyrls.NewStats(s.reg, envoyrls.StatsOptions{NearLimitRatio: e.NearLimitRatio})
+	if err != nil {
+		return fmt.Errorf("server: envoy_rls: metrics: %w", err)
+	}
 	opt := envoyrls.Options{
 		Fields:         engine.Fields{Style: style, Reset: s.state.Load().fields.Reset, WarnAt: s.state.Load().fields.WarnAt},
 		MaxDescriptors: e.MaxDescriptors, MaxKeyLength: e.MaxKeyLength, Registerer: s.reg, Logger: s.logger,
 		DynamicMetadata: e.DynamicMetadata,
+		Stats:           stats,
 	}
 	if e.LimitHeaders {
 		opt.LimitHeaders = &envoyrls.LimitHeaders{}
 	}
-	svc, err := envoyrls.NewService(func() *envoyrls.Rules { return s.state.Load().rls }, opt)
+	svc, err := envoyrls.NewService(func() *envoyrls.Rules { return s.state.Load().rls.Load() }, opt)
 	if err != nil {
 		return err
 	}
-	// listeners.tls, when set, is the service's transport security too.
-	ln, err := listen(e.Listen, s.start.Listeners, s.logger)
+	// envoy_rls.tls, else listeners.tls, is the service's transport security.
+	lc := s.start.Listeners
+	if e.TLS != nil {
+		lc.TLS = e.TLS
+	}
+	ln, err := listen(e.Listen, lc, s.logger)
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceEnvoyRLS, err)
 	}
@@ -83,6 +123,9 @@ func (s *Server) startRLS() error {
 		}
 	}()
 	s.logger.Info("listening", "faces", "["+string(FaceEnvoyRLS)+"]", "addr", ln.Addr().String())
+	if e.XDS != nil {
+		s.startXDS(e.XDS)
+	}
 	return nil
 }
 
@@ -93,6 +136,7 @@ func (s *Server) stopRLS(ctx context.Context) {
 	if f == nil {
 		return
 	}
+	s.stopXDS()
 	f.health.Shutdown()
 	done := make(chan struct{})
 	go func() { f.g.GracefulStop(); close(done) }()
@@ -107,7 +151,7 @@ func (s *Server) stopRLS(ctx context.Context) {
 // changes, until ctx ends, as Watch does for the configuration file.
 func (s *Server) watchRLS(ctx context.Context, debounce time.Duration) {
 	e := s.start.EnvoyRLS
-	if e == nil {
+	if e == nil || e.Config == "" {
 		return
 	}
 	w, err := fsnotify.NewWatcher()

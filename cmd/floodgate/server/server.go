@@ -58,6 +58,7 @@ type Server struct {
 	errc    chan error
 
 	rls *rlsFace  // the envoy_rls gRPC listener (rls.go)
+	xds *rlsRules // the envoy_rls rules from xDS, and their metrics (xds.go)
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
 }
@@ -219,6 +220,8 @@ func restartNeeded(old, cfg *config.Config) []string {
 	addr("admin", old.Admin.Listen, cfg.Admin.Listen)
 	if o, n := old.EnvoyRLS, cfg.EnvoyRLS; (o == nil) != (n == nil) || o != nil && o.Listen != n.Listen {
 		out = append(out, "envoy_rls listen")
+	} else if o != nil && (!reflect.DeepEqual(o.XDS, n.XDS) || !reflect.DeepEqual(o.TLS, n.TLS) || o.NearLimitRatio != n.NearLimitRatio) {
+		out = append(out, "envoy_rls xds, tls or near_limit_ratio")
 	}
 	// Bound at start: timeouts, caps and TLS; and whether the API listens
 	// on loopback only, which having no callers decides.

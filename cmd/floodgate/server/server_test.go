@@ -73,7 +73,7 @@ func (f *fixture) url(face Face, path string) string { return "http://" + f.srv.
 
 // start runs a Server on the given YAML (with %s for the upstream URL,
 // when present) and an upstream that records what it receives.
-func start(t *testing.T, yaml string, opts ...Option) *fixture {
+func start(t testing.TB, yaml string, opts ...Option) *fixture {
 	t.Helper()
 	f := &fixture{hits: make(chan *http.Request, 100)}
 	f.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
@@ -39,7 +40,9 @@ type state struct {
 	mu   sync.Mutex
 	sets map[string]*engine.Compiled // policy lists asked for by the API
 
-	rls *envoyrls.Rules // the envoy_rls face's descriptors; nil when off (rls.go)
+	// rls is the envoy_rls face's descriptors, from its files and xDS;
+	// nil when off (rls.go). A snapshot swaps it alone (xds.go).
+	rls atomic.Pointer[envoyrls.Rules]
 }
 
 func (s *Server) build(cfg *config.Config) (*state, error) {
@@ -75,9 +78,11 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 			return nil, err
 		}
 	}
-	if st.rls, err = s.buildRLS(cfg); err != nil {
+	rls, err := s.buildRLS(cfg)
+	if err != nil {
 		return nil, err
 	}
+	st.rls.Store(rls)
 	st.auth = st.mw.Wrap(http.HandlerFunc(allowed))
 	if st.gateway, err = s.gatewayFor(cfg, st); err != nil {
 		return nil, err
