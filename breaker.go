@@ -69,8 +69,8 @@ type BreakerConfig struct {
 type Breaker struct {
 	cfg       BreakerConfig
 	state     atomic.Int32
-	failures  atomic.Int64 // consecutive, while closed
-	openUntil atomic.Int64 // unix ns
+	failures  atomic.Int64  // consecutive, while closed
+	openUntil atomic.Int64  // unix ns
 	lastCall  atomic.Uint64 // the latest store call counted (StoreCallError)
 }
 

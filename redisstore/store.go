@@ -57,12 +57,12 @@ const testClockSlack = time.Minute
 type Option func(*config) error
 
 type config struct {
-	prefix      string
-	maxKeyLen   int
-	timeout     time.Duration
-	clock       func() time.Time
-	nearSize    int
-	nearMin     time.Duration
+	prefix       string
+	maxKeyLen    int
+	timeout      time.Duration
+	clock        func() time.Time
+	nearSize     int
+	nearMin      time.Duration
 	maxBatch     int
 	maxInFlight  int
 	waitReplicas int
