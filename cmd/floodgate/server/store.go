@@ -81,10 +81,7 @@ func (s *Server) openStore(cfg *config.Config) error {
 // standalone from URL, a ClusterClient from Cluster, or a failover client
 // from Sentinel. Every one honours context deadlines on its sockets
 // (ContextTimeoutEnabled), so that the store runs a lone decision on the
-// caller's goroutine instead of handing it to another and back, and dials
-// once per attempt (DialerRetries 1): go-redis' 5 dials 100 ms apart made
-// every call to a dead Redis last 0.5 s until 5 failed calls opened the
-// breaker (p99 806 ms while Redis was down, scripts/chaos.sh outage).
+// caller's goroutine instead of handing it to another and back.
 func RedisClient(rc config.Redis) (redis.UniversalClient, error) {
 	switch {
 	case rc.URL != "":
@@ -93,16 +90,16 @@ func RedisClient(rc config.Redis) (redis.UniversalClient, error) {
 			// go-redis quotes the URL, password and all.
 			return nil, errors.New("server: store.redis.url: not a Redis URL")
 		}
-		o.ContextTimeoutEnabled, o.DialerRetries = true, 1
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
 	case len(rc.Cluster) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, Username: rc.Username, Password: rc.Password,
-			ContextTimeoutEnabled: true, DialerRetries: 1}), nil
+			ContextTimeoutEnabled: true}), nil
 	case rc.Sentinel != nil:
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: rc.Sentinel.Master, SentinelAddrs: rc.Sentinel.Addrs,
 			SentinelPassword: rc.Sentinel.Password, Username: rc.Username, Password: rc.Password,
-			ContextTimeoutEnabled: true, DialerRetries: 1,
+			ContextTimeoutEnabled: true,
 		}), nil
 	}
 	return nil, fmt.Errorf("server: store.redis needs url, cluster or sentinel")
