@@ -120,8 +120,8 @@ func hammer(workers int, stop <-chan struct{}, f func(worker int)) *sync.WaitGro
 // (CLIENT KILL TYPE normal) every 5 ms under load, on a client with
 // go-redis' default retries (3). No decision or slot may be spent twice:
 // what Redis counted lies between what it answered as admitted and that
-// plus the calls that failed, whose outcome is unknown (REQUIREMENTS 1,
-// docs/REDIS.md, "Exactly once").
+// plus the calls that failed, whose outcome is unknown (REQUIREMENTS A5,
+// S1; docs/REDIS.md, "Exactly once").
 func TestConnectionKillsCountOnce(t *testing.T) {
 	p := startPrivateRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: p.addr(), PoolSize: 32})
@@ -183,8 +183,8 @@ func TestConnectionKillsCountOnce(t *testing.T) {
 
 // TestPauseAtDefaults: Redis stops for 80 ms (SIGSTOP, then SIGCONT) three
 // times under load, with the store and the Limiter at their defaults: no
-// request fails (REQUIREMENTS 1; docs/REDIS.md, "Timeouts": 80 ms stalls
-// happen on a busy host).
+// request fails (REQUIREMENTS S3: a store fails by decision, not by a
+// stall; docs/REDIS.md, "Timeouts": 80 ms stalls happen on a busy host).
 func TestPauseAtDefaults(t *testing.T) {
 	p := startPrivateRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: p.addr()})
@@ -229,7 +229,7 @@ func TestPauseAtDefaults(t *testing.T) {
 // hangs (SIGSTOP) for 1.5 s under load through a Limiter at its defaults
 // (fail-closed, its own breaker). Keys on the other masters see no
 // failure; the hung master's keys fail, and decide again once it is back
-// (REQUIREMENTS 1; docs/REDIS.md, "Cluster").
+// (REQUIREMENTS S2, S3; docs/REDIS.md, "Cluster").
 func TestClusterShardOutage(t *testing.T) {
 	const base = "7540"
 	runScript(t, "cluster.sh", "up", "3", base)
@@ -333,7 +333,7 @@ func anyShort(m map[string][]string) bool {
 // TestSentinelFailoverDurability: a planned SENTINEL FAILOVER of a private
 // set under load, with WithDurability(1, 100 ms): no decision Redis
 // answered is lost (counted on the new master ≥ admitted), and none is
-// counted twice (REQUIREMENTS 1; docs/REDIS.md, "Failover"). Under chaos,
+// counted twice (REQUIREMENTS A5, S1; docs/REDIS.md, "Failover"). Under chaos,
 // the same without durability, and a crash of the master while its
 // replica lags 3 s (SIGSTOP), with and without, report the loss.
 func TestSentinelFailoverDurability(t *testing.T) {
