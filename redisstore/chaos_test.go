@@ -225,7 +225,8 @@ func TestPauseAtDefaults(t *testing.T) {
 	}
 }
 
-// TestClusterShardOutage: one master of a private three-master Cluster
+// TestClusterShardOutage: after a second of connection kills on every
+// master (killsOnCluster), one master of a private three-master Cluster
 // hangs (SIGSTOP) for 1.5 s under load through a Limiter at its defaults
 // (fail-closed, its own breaker). Keys on the other masters see no
 // failure; the hung master's keys fail, and decide again once it is back
@@ -246,7 +247,7 @@ func TestClusterShardOutage(t *testing.T) {
 		c.Close()
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	defer cc.Close()
+	t.Cleanup(func() { cc.Close() }) // after newTestStore's cleanup
 	s, err := New(cc)
 	if err != nil {
 		t.Fatal(err)
@@ -267,6 +268,7 @@ func TestClusterShardOutage(t *testing.T) {
 			byMaster[a] = append(byMaster[a], key)
 		}
 	}
+	killsOnCluster(t, cc, addrs, byMaster)
 	hung := addrs[0]
 	var keys []string
 	for _, a := range addrs {
@@ -319,6 +321,46 @@ func TestClusterShardOutage(t *testing.T) {
 	}
 	t.Logf("chaos: shard outage: master %s hung %v; its keys %d failed; healthy masters' keys %d admitted, %d failed",
 		hung, span(1500*time.Millisecond, 4*time.Second), hungFails, healthyOK, healthyFails)
+}
+
+// killsOnCluster: CLIENT KILL TYPE normal on every master every 5 ms for
+// a second under load, through a Cluster client at go-redis' defaults
+// (retries, redirects): no decision is counted twice, as on one server
+// (TestConnectionKillsCountOnce).
+func killsOnCluster(t *testing.T, cc *redis.ClusterClient, addrs []string, byMaster map[string][]string) {
+	s := newTestStore(t, cc)
+	var keys []string
+	for _, a := range addrs {
+		keys = append(keys, byMaster[a][0])
+	}
+	tallies := make([]tally, len(keys))
+	stop := make(chan struct{})
+	work := hammer(12, stop, func(w int) {
+		tallies[w%len(keys)].take(s, keys[w%len(keys)], make([]floodgate.Result, 1))
+	})
+	var admins []*redis.Client
+	for _, a := range addrs {
+		admins = append(admins, redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1}))
+	}
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		for _, c := range admins {
+			if err := c.ClientKillByFilter(context.Background(), "TYPE", "normal").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	work.Wait()
+	for _, c := range admins {
+		c.Close()
+	}
+	for i, k := range keys {
+		a, f := tallies[i].admitted.Load(), tallies[i].failed.Load()
+		if got := counted(t, s, k); got < a || got > a+f || a == 0 {
+			t.Errorf("Cluster, key %s under connection kills: Redis counted %d; admitted %d, failed %d: want between %d and %d, some admitted", k, got, a, f, a, a+f)
+		}
+	}
 }
 
 func anyShort(m map[string][]string) bool {
