@@ -100,9 +100,10 @@ func (s *Store) checkWait(w *waitCmd, cmds []*scriptCmd) {
 // apart.
 var callIDs atomic.Uint64
 
-// callError is a failed call's error, shared by every request that rode on
-// it: floodgate.Breaker counts one failure per call (StoreCall's id), and
-// none for a failure one Cluster master's breaker handles (isolated).
+// callError is a failed call's error as each request that rode on it
+// sees it, with the call's id: floodgate.Breaker counts one failure per
+// call, and none for a failure one Cluster master's breaker handles
+// (isolated).
 type callError struct {
 	id       uint64
 	isolated bool
@@ -165,6 +166,7 @@ func (s *Store) execShard(ctx context.Context, sh *shard, batch []*request) {
 		for _, r := range batch {
 			r.err = &callError{id: id, isolated: true, err: errShardOpen}
 		}
+		s.failed() // the slots may have moved to a promoted replica meanwhile
 		return
 	}
 	failed := s.exec(ctx, batch)
