@@ -137,7 +137,7 @@ func WithNearCache(size int, minRetryAfter time.Duration) Option {
 
 // WithBatching sets how concurrent calls are coalesced: at most maxBatch
 // requests per script call (default 128) and at most maxInFlight batches
-// waiting on Redis at a time (default 4). WithBatching(1, n) sends one
+// waiting on Redis at a time (default 4; on a Cluster, per master). WithBatching(1, n) sends one
 // request per call, on at most n connections.
 func WithBatching(maxBatch, maxInFlight int) Option {
 	return func(c *config) error {
