@@ -238,8 +238,10 @@ func (s *Store) Close() error { return nil }
 //
 // Errors: ErrInvalidCost and ErrCostExceedsQuota (before any I/O); ctx's
 // error when ctx ends first; otherwise ErrStoreUnavailable wrapping the
-// cause — a connection failure, the per-call timeout, or an error reply
-// (including READONLY, CLUSTERDOWN and the like during a failover).
+// cause — a connection failure (the call is not resent: it may have run),
+// the per-call timeout, an error reply (including READONLY, CLUSTERDOWN and
+// the like during a failover), ErrNotReplicated under WithDurability, or on
+// a Cluster the open breaker of the key's master.
 func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) error {
 	if err := floodgate.CheckCost(cost, policies); err != nil {
 		return err
