@@ -54,7 +54,8 @@ type BreakerConfig struct {
 }
 
 // Breaker is a circuit breaker in front of a store: after Threshold
-// consecutive failures it opens, and calls answer by their failure mode
+// consecutive failed store calls (a batch of requests failing on one call
+// is one: StoreCallError) it opens, and calls answer by their failure mode
 // without asking the store; after Cooldown exactly one call at a time
 // probes the store while the others keep answering at once; the probe's
 // success closes it, its failure opens it for another Cooldown. Several
@@ -68,8 +69,9 @@ type BreakerConfig struct {
 type Breaker struct {
 	cfg       BreakerConfig
 	state     atomic.Int32
-	failures  atomic.Int64 // consecutive, while closed
-	openUntil atomic.Int64 // unix ns
+	failures  atomic.Int64  // consecutive, while closed
+	openUntil atomic.Int64  // unix ns
+	lastCall  atomic.Uint64 // the latest store call counted (StoreCallError)
 }
 
 // NewBreaker returns a closed Breaker.
@@ -103,9 +105,49 @@ func (b *Breaker) allow() (ok, probe bool) {
 	return false, false
 }
 
+// StoreCallError is implemented by a store error that says which store
+// call failed (redisstore's): the Breaker counts the requests that rode on
+// one call (up to a batch of them, all failing together) as one failure,
+// and a failure the store isolates (one Cluster master's, which a breaker
+// of that master answers for) as none, so one shard's outage does not fail
+// every key.
+type StoreCallError interface {
+	error
+	// StoreCall returns the call's number (calls numbered as they start;
+	// 0: unknown) and whether the failure is isolated.
+	StoreCall() (id uint64, isolated bool)
+}
+
+// counts reports whether a failure with err counts toward opening the
+// breaker: once per store call, the first time one of its requests reports
+// it, and not at all for an isolated one. A call reported after a later
+// one failed is not counted again.
+func (b *Breaker) counts(err error) bool {
+	var ce StoreCallError
+	if !errors.As(err, &ce) {
+		return true
+	}
+	id, isolated := ce.StoreCall()
+	if isolated {
+		return false
+	}
+	for {
+		last := b.lastCall.Load()
+		if id != 0 && id <= last {
+			return false
+		}
+		if id == 0 || b.lastCall.CompareAndSwap(last, id) {
+			return true
+		}
+	}
+}
+
 // done records a call's end: err is the store's answer, ctx the caller's.
 func (b *Breaker) done(ctx context.Context, probe bool, err error) {
 	failed := err != nil && !errors.Is(err, ErrInvalidCost) && !errors.Is(err, ErrCostExceedsQuota)
+	if failed && !probe && ctx.Err() == nil && !b.counts(err) {
+		return // counted with its call already, or isolated
+	}
 	switch {
 	case failed && ctx.Err() != nil:
 		// The caller left or ran out of time: that says nothing of the

@@ -157,3 +157,59 @@ func newBlackhole(t *testing.T) *blackhole {
 func (h *blackhole) addr() string { return h.ln.Addr().String() }
 
 func (h *blackhole) conns() int32 { return h.n.Load() }
+
+// callErr is a store error naming the call it came from.
+type callErr struct {
+	id       uint64
+	isolated bool
+}
+
+func (e callErr) Error() string             { return "call failed" }
+func (e callErr) StoreCall() (uint64, bool) { return e.id, e.isolated }
+func (e callErr) Unwrap() error             { return floodgate.ErrStoreUnavailable }
+
+// callStore fails every Take with the error it holds.
+type callStore struct {
+	floodgate.Store
+	err atomic.Value
+}
+
+func (s *callStore) Take(context.Context, string, floodgate.Cost, []floodgate.Policy, []floodgate.Result) error {
+	return s.err.Load().(callErr)
+}
+
+// TestBreakerCountsCalls: the requests of one failed store call (a batch
+// of 128) count as one failure, so 4 such calls leave a threshold of 5
+// closed and the fifth opens it; isolated failures (one Cluster master's,
+// which the store's own breaker answers for) count none (docs/REDIS.md,
+// "Timeouts").
+func TestBreakerCountsCalls(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	br := floodgate.NewBreaker(floodgate.BreakerConfig{Now: clock.Now})
+	s := &callStore{}
+	policies := []floodgate.Policy{{Name: "p", Algorithm: floodgate.FixedWindow, Quota: 100, Window: time.Minute}}
+	l, _ := floodgate.NewLimiter(s, policies, floodgate.WithBreaker(br), floodgate.WithLogger(slog.New(slog.DiscardHandler)))
+	ctx := context.Background()
+	batch := func(id uint64, isolated bool) {
+		s.err.Store(callErr{id: id, isolated: isolated})
+		for range 128 {
+			l.Take(ctx, "k", 1)
+		}
+	}
+	for id := uint64(1); id <= 20; id++ {
+		batch(id, true)
+	}
+	if br.State() != floodgate.BreakerClosed {
+		t.Fatalf("20 isolated failed calls: breaker %v, want closed", br.State())
+	}
+	for id := uint64(21); id <= 24; id++ {
+		batch(id, false)
+		if br.State() != floodgate.BreakerClosed {
+			t.Fatalf("after call %d (%d failed calls of 128 requests): breaker %v, want closed", id, id-20, br.State())
+		}
+	}
+	batch(25, false)
+	if br.State() != floodgate.BreakerOpen {
+		t.Fatalf("5 failed calls: breaker %v, want open", br.State())
+	}
+}

@@ -17,6 +17,7 @@ type request struct {
 	err error
 
 	state atomic.Int32  // queued, taken or abandoned
+	call  atomic.Uint64 // the id of the call that carries it, once taken (see callError)
 	done  chan struct{} // one send per use by an executor: out/err are ready
 	timer *time.Timer   // bounds the caller's wait (Store.wait); kept with r, as a new one per wait costs more
 
@@ -35,6 +36,7 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan st
 func getRequest(n int) *request {
 	r := requestPool.Get().(*request)
 	r.state.Store(queued)
+	r.call.Store(0)
 	r.err = nil
 	if n <= len(r.keyBuf) {
 		r.keys = r.keyBuf[:n]

@@ -131,3 +131,45 @@ func fcallStats(b *testing.B, rdb *redis.Client) (calls, usec int64) {
 	}
 	return calls, usec
 }
+
+// BenchmarkDurability measures the cost of WithDurability(1, 100 ms) on
+// the test services' Sentinel set (a master and one replica on one host):
+// one goroutine's latency and 64 goroutines' decisions/s, with and without
+// the WAIT that follows each call (docs/REDIS.md, "Failover").
+func BenchmarkDurability(b *testing.B) {
+	rdb := sentinelClient(b)
+	policies := []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Second, Burst: 100}}
+	for _, durable := range []bool{false, true} {
+		var opts []Option
+		if durable {
+			opts = append(opts, WithDurability(1, 100*time.Millisecond))
+		}
+		name := "Off"
+		if durable {
+			name = "On"
+		}
+		b.Run(name+"/Single", func(b *testing.B) {
+			s := newTestStore(b, rdb, opts...)
+			res := make([]floodgate.Result, 1)
+			for i := 0; b.Loop(); i++ {
+				if err := s.Take(context.Background(), "user:"+strconv.Itoa(i%1000), one, policies, res); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/Parallel64", func(b *testing.B) {
+			s := newTestStore(b, rdb, opts...)
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				res := make([]floodgate.Result, 1)
+				for i := 0; pb.Next(); i++ {
+					if err := s.Take(context.Background(), "user:"+strconv.Itoa(i%1000), one, policies, res); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}

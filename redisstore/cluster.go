@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -35,23 +36,29 @@ const maxRedirects = 8
 // processCluster sends cmds (one script call per hash slot) through cc:
 // one pipeline per master, the masters in parallel, then the redirected
 // calls again, one by one. cmds[i] is replaced by the call that answered.
-func processCluster(ctx context.Context, cc *redis.ClusterClient, cmds []*redis.IntSliceCmd) {
-	if len(cmds) == 1 {
+// Under WithDurability each master's pipeline ends with WAIT, and a
+// redirected call, resent on another connection than its WAIT's, counts as
+// not confirmed.
+func (s *Store) processCluster(ctx context.Context, cc *redis.ClusterClient, cmds []*scriptCmd) {
+	if len(cmds) == 1 && s.waitReplicas == 0 {
 		_ = cc.Process(ctx, cmds[0])
 	} else {
-		perMaster(ctx, cc, cmds)
+		s.perMaster(ctx, cc, cmds)
 	}
 	for i, c := range cmds {
 		if redirected(c.Err()) {
 			cmds[i] = resend(ctx, cc, c)
+			if s.waitReplicas > 0 && cmds[i].Err() == nil {
+				cmds[i].SetErr(fmt.Errorf("%w: the call was redirected", ErrNotReplicated))
+			}
 		}
 	}
 }
 
 // perMaster sends each master's part of cmds as one pipeline on that
 // master's client, which follows no redirect.
-func perMaster(ctx context.Context, cc *redis.ClusterClient, cmds []*redis.IntSliceCmd) {
-	parts := map[*redis.Client][]*redis.IntSliceCmd{}
+func (s *Store) perMaster(ctx context.Context, cc *redis.ClusterClient, cmds []*scriptCmd) {
+	parts := map[*redis.Client][]*scriptCmd{}
 	for _, c := range cmds {
 		m, err := cc.MasterForKey(ctx, firstKey(c))
 		if err != nil {
@@ -62,13 +69,7 @@ func perMaster(ctx context.Context, cc *redis.ClusterClient, cmds []*redis.IntSl
 	}
 	var wg sync.WaitGroup
 	for m, part := range parts {
-		send := func() {
-			pipe := m.Pipeline()
-			for _, c := range part {
-				_ = pipe.Process(ctx, c)
-			}
-			_, _ = pipe.Exec(ctx) // errors are read per command
-		}
+		send := func() { s.pipeline(ctx, m, part, s.waitFor(ctx)) }
 		if len(parts) == 1 {
 			send()
 			return
@@ -82,11 +83,10 @@ func perMaster(ctx context.Context, cc *redis.ClusterClient, cmds []*redis.IntSl
 // through cc, which follows the redirect for this one call; after TRYAGAIN
 // a pause later to the slot's master (go-redis would back off for many
 // milliseconds), for at most tryAgainFor of TRYAGAIN answers.
-func resend(ctx context.Context, cc *redis.ClusterClient, c *redis.IntSliceCmd) *redis.IntSliceCmd {
+func resend(ctx context.Context, cc *redis.ClusterClient, c *scriptCmd) *scriptCmd {
 	var tryingSince time.Time
 	for redirects := 0; redirects < maxRedirects; {
-		again := redis.NewIntSliceCmd(ctx, c.Args()...)
-		again.SetFirstKeyPos(3)
+		again := newScriptCmd(ctx, c.Args()...)
 		if tryAgain(c.Err()) {
 			if tryingSince.IsZero() {
 				tryingSince = time.Now()
@@ -110,7 +110,7 @@ func resend(ctx context.Context, cc *redis.ClusterClient, c *redis.IntSliceCmd) 
 	return c
 }
 
-func firstKey(c *redis.IntSliceCmd) string {
+func firstKey(c *scriptCmd) string {
 	k, _ := c.Args()[3].(string)
 	return k
 }

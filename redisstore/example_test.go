@@ -43,7 +43,7 @@ func Example() {
 // The store of the middleware's documentation, with its per-call timeout.
 func ExampleWithTimeout() {
 	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379"}) // or NewClusterClient, NewFailoverClient
-	store, err := redisstore.New(rdb, redisstore.WithTimeout(50*time.Millisecond))
+	store, err := redisstore.New(rdb, redisstore.WithTimeout(redisstore.DefaultTimeout))
 	if err != nil {
 		log.Fatal(err) // a nil client or an option out of range
 	}

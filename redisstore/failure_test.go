@@ -104,7 +104,7 @@ func onePolicy(a floodgate.Algorithm) []floodgate.Policy {
 }
 
 // TestTimeouts: a server stuck in DEBUG SLEEP. The per-call timeout (50 ms
-// by default) ends a call with ErrStoreUnavailable; a shorter context
+// here) ends a call with ErrStoreUnavailable; a shorter context
 // deadline ends it sooner with the context's error. Both with a client that
 // honours context deadlines (calls run inline) and one that does not (calls
 // run on a helper goroutine).
@@ -114,7 +114,7 @@ func TestTimeouts(t *testing.T) {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", honours), func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: p.addr(), ContextTimeoutEnabled: honours})
 			defer rdb.Close()
-			s, err := New(rdb)
+			s, err := New(rdb, WithTimeout(50*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}

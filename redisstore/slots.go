@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // (server ms). Expired leases are dropped first, so a replica that crashed
 // while holding slots gives them back when its leases end; the set itself
 // expires with its last lease.
-var acquireScript = redis.NewScript(`
+var acquireScript = redis.NewScript(acquireSource)
+
+const acquireSource = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local quota, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -29,7 +32,7 @@ redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]))
 return {1, quota - n - 1}
-`)
+`
 
 // Acquire implements floodgate.Slots with leases (see acquireScript).
 // lease bounds how long a crashed holder keeps a slot; at least 1 ms.
@@ -46,7 +49,7 @@ func (s *Store) Acquire(ctx context.Context, key string, c floodgate.Concurrency
 	var res []int64
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = acquireScript.Run(ctx, s.client, []string{k}, c.Max, ms, token).Int64Slice()
+		res, err = s.once(ctx, acquireScript, acquireSource, k, c.Max, ms, token).Result()
 		return err
 	})
 	if err != nil {
@@ -67,6 +70,18 @@ func (s *Store) Acquire(ctx context.Context, key string, c floodgate.Concurrency
 		})
 	}
 	return release, res[1], true, nil
+}
+
+// once runs a script of one key, sent at most once (see scriptCmd): by
+// its SHA-1, and by its source if the server lacks it (nothing ran then).
+func (s *Store) once(ctx context.Context, sc *redis.Script, source, key string, args ...any) *scriptCmd {
+	cmd := newScriptCmd(ctx, append([]any{"evalsha", sc.Hash(), 1, key}, args...)...)
+	if err := s.client.Process(ctx, cmd); err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		return cmd
+	}
+	cmd = newScriptCmd(ctx, append([]any{"eval", source, 1, key}, args...)...)
+	_ = s.client.Process(ctx, cmd)
+	return cmd
 }
 
 // call runs f under the per-call timeout. f runs on its own goroutine

@@ -36,7 +36,7 @@ func (c *hookCtx) Err() error {
 func TestWaitTimerNotStoppedAfterPooling(t *testing.T) {
 	rdb := standaloneClient(t)
 	s := newTestStore(t, rdb)
-	if s.b.inline {
+	if s.inline {
 		t.Fatal("store runs calls inline; the test needs the executor path")
 	}
 	p := []floodgate.Policy{{Name: "tm", Algorithm: floodgate.TokenBucket, Quota: 10, Window: time.Second}}

@@ -204,6 +204,18 @@ type Redis struct {
 	// while the calls before it were answered, may wait on Redis at once;
 	// default DefaultRedisInFlight, 1..64.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// Durability, if set, makes every call wait until Replicas replicas
+	// have its writes (WAIT), or fail: a failover then loses no decision
+	// Redis answered (docs/REDIS.md, "Failover"). Off by default.
+	Durability *Durability `yaml:"durability"`
+}
+
+// Durability is redisstore.WithDurability's two figures.
+type Durability struct {
+	// Replicas is how many replicas must confirm; ≥ 1.
+	Replicas int `yaml:"replicas"`
+	// Timeout bounds the wait; > 0 and shorter than the store's timeout.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // Sentinel locates a Redis master.

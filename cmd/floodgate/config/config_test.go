@@ -452,3 +452,30 @@ func TestEnvoyXDS(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisDurability: off unless the file sets it; replicas ≥ 1 and a
+// timeout shorter than the store's.
+func TestRedisDurability(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		want  *Durability
+		err   string
+	}{
+		{"", nil, ""},
+		{", durability: {replicas: 1, timeout: 100ms}", &Durability{Replicas: 1, Timeout: Duration(100 * time.Millisecond)}, ""},
+		{", durability: {replicas: 0, timeout: 100ms}", nil, "store.redis.durability.replicas: must be at least 1, got 0"},
+		{", durability: {replicas: 1, timeout: 1s}", nil, "store.redis.durability.timeout: must be positive and shorter than store.redis.timeout (1s), got 1s"},
+		{", durability: {replicas: 1}", nil, "store.redis.durability.timeout: must be positive"},
+	} {
+		c, err := Parse("f.yaml", []byte("api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'redis://127.0.0.1:1'"+tc.field+"}}\n"))
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("store.redis {url%s}: error %v, want one with %q", tc.field, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("store.redis {url%s}: %v", tc.field, err)
+		case tc.err == "" && (tc.want == nil) != (c.Store.Redis.Durability == nil),
+			tc.err == "" && tc.want != nil && *tc.want != *c.Store.Redis.Durability:
+			t.Errorf("store.redis {url%s}: durability %+v, want %+v", tc.field, c.Store.Redis.Durability, tc.want)
+		}
+	}
+}

@@ -85,6 +85,14 @@ func (v *validator) redis(r *Redis) {
 	} else if r.MaxInFlight < 1 || r.MaxInFlight > 64 {
 		v.fail("store.redis.max_in_flight", "must be within 1..64, got %d", r.MaxInFlight)
 	}
+	if d := r.Durability; d != nil {
+		if d.Replicas < 1 {
+			v.fail("store.redis.durability.replicas", "must be at least 1, got %d", d.Replicas)
+		}
+		if d.Timeout <= 0 || d.Timeout >= r.Timeout {
+			v.fail("store.redis.durability.timeout", "must be positive and shorter than store.redis.timeout (%v), got %v", r.Timeout.D(), d.Timeout.D())
+		}
+	}
 }
 
 func (v *validator) hostPorts(field string, addrs []string) {

@@ -63,6 +63,9 @@ func (s *Server) openStore(cfg *config.Config) error {
 	}
 	opts := []redisstore.Option{redisstore.WithTimeout(sc.Redis.Timeout.D()), redisstore.WithPrefix(sc.Redis.Prefix),
 		redisstore.WithBatching(redisMaxBatch, sc.Redis.MaxInFlight)}
+	if d := sc.Redis.Durability; d != nil {
+		opts = append(opts, redisstore.WithDurability(d.Replicas, d.Timeout.D()))
+	}
 	if sc.Redis.NearCache > 0 {
 		opts = append(opts, redisstore.WithNearCache(sc.Redis.NearCache, nearCacheMin))
 	}
