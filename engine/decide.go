@@ -86,11 +86,9 @@ type Item struct {
 	Name   string
 	Quota  int64         // q: per Window, or a cap's Max
 	Window time.Duration // w; 0 for a concurrency cap
-	// Capacity is the most units the limit admits at one instant, which
-	// Remaining never exceeds: a token bucket's or GCRA's Burst
-	// (floodgate.Policy.Capacity), else Quota; 0 stands for Quota.
+	Unit   string        // draft-11 qu: "requests", "content-bytes" or "concurrent-requests"
+	// Capacity bounds Remaining: a bucket's Burst (Policy.Capacity); 0: Quota.
 	Capacity int64
-	Unit     string // draft-11 qu: "requests", "content-bytes" or "concurrent-requests"
 	// Allowed reports whether this limit alone would admit the request.
 	Allowed bool
 	// Remaining is what is left after the request (before it, when the
@@ -432,8 +430,7 @@ func fitsFull(ctx context.Context, full *set, key string, cost floodgate.Cost) b
 
 // summarize sets Summary and RetryAfter from the limits: the refusing one
 // with the longest RetryAfter, or, when all admit, the one closest to its
-// limit (least remaining share of its capacity, compared as cross
-// products).
+// limit (least remaining share of its capacity, as cross products).
 func (o *Outcome) summarize() {
 	best, refused := -1, false
 	var b standing
