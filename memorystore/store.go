@@ -407,31 +407,50 @@ func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, 
 	return wrote
 }
 
-// deciders are the algorithms that keep an algorithm.State, by algorithm;
-// the sliding window log keeps its entries apart (node.log). New refuses
-// to build a store that lacks one of floodgate.Algorithms(), and Take
-// refuses a policy of an algorithm it lacks: no algorithm runs as another.
-var deciders = [...]func(st *algorithm.State, now int64, p algorithm.Params, cost int64, r *algorithm.Result){
-	floodgate.FixedWindow:          algorithm.FixedWindow,
-	floodgate.SlidingWindowCounter: algorithm.SlidingWindowCounter,
-	floodgate.TokenBucket:          algorithm.TokenBucket,
-	floodgate.GCRA:                 algorithm.GCRA,
+// decide runs p's algorithm on *st, writing r, and updates *st if it
+// admits the cost. Its switch is the one list of the algorithms that keep
+// an algorithm.State (decided is read off it); Take refuses any other, so
+// the default cannot be reached from Take. The calls are static: through
+// a table of functions, r would escape and cost an allocation per call.
+func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algorithm.Result) {
+	switch p.Algorithm {
+	case floodgate.FixedWindow:
+		algorithm.FixedWindow(st, now, params(p), cost, r)
+	case floodgate.SlidingWindowCounter:
+		algorithm.SlidingWindowCounter(st, now, params(p), cost, r)
+	case floodgate.TokenBucket:
+		algorithm.TokenBucket(st, now, params(p), cost, r)
+	case floodgate.GCRA:
+		algorithm.GCRA(st, now, params(p), cost, r)
+	default:
+		panic("memorystore: no decision for algorithm " + p.Algorithm.String())
+	}
+}
+
+// decided[a] reports whether the store decides a: the sliding window log
+// (its entries are kept apart, in node.log), or an algorithm decide runs,
+// found once by running it on each value.
+var decided = func() (d [256]bool) {
+	for a := range d {
+		d[a] = floodgate.Algorithm(a) == floodgate.SlidingWindowLog || decideRuns(floodgate.Algorithm(a))
+	}
+	return d
+}()
+
+func decideRuns(a floodgate.Algorithm) (ok bool) {
+	defer func() { ok = recover() == nil }()
+	var st algorithm.State
+	var r algorithm.Result
+	decide(&st, &floodgate.Policy{Algorithm: a, Quota: 1, Window: time.Second}, 0, 0, &r)
+	return true
 }
 
 // decides is the set of algorithms the store decides.
-var decides = algset.Set(func(a floodgate.Algorithm) bool {
-	return a == floodgate.SlidingWindowLog || int(a) < len(deciders) && deciders[a] != nil
-})
+var decides = algset.Set(func(a floodgate.Algorithm) bool { return decided[a] })
 
 // checkAlgorithms names the first of all the store does not decide.
 func checkAlgorithms(all []floodgate.Algorithm) error {
-	return decides.Missing(all, "memorystore", "deciders (memorystore/store.go)")
-}
-
-// decide runs p's algorithm on *st, writing r, and updates *st if it
-// admits the cost. p's algorithm is one of deciders (Take refuses others).
-func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algorithm.Result) {
-	deciders[p.Algorithm](st, now, params(p), cost, r)
+	return decides.Missing(all, "memorystore", "decide's switch (memorystore/store.go)")
 }
 
 func params(p *floodgate.Policy) algorithm.Params {

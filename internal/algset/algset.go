@@ -6,6 +6,7 @@ package algset
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/floodgate/floodgate"
 )
@@ -29,7 +30,10 @@ func (s Set) Missing(all []floodgate.Algorithm, store, where string) error {
 func (s Set) Refuse(store string, policies []floodgate.Policy) error {
 	for i := range policies {
 		if a := policies[i].Algorithm; !s(a) {
-			return fmt.Errorf("%w: %s: policy %q: algorithm %v", floodgate.ErrInvalidPolicy, store, policies[i].Name, a)
+			// A copy of the name: the error must not keep the caller's
+			// policies, which then could not live on the caller's stack.
+			name := strings.Clone(policies[i].Name)
+			return fmt.Errorf("%w: %s: policy %q: algorithm %v", floodgate.ErrInvalidPolicy, store, name, a)
 		}
 	}
 	return nil
