@@ -35,6 +35,19 @@ var algorithmNames = [...]string{
 	GCRA:                 "gcra",
 }
 
+// Algorithms returns every algorithm, in the order of their constants: the
+// one list that stores check themselves against when they are built and
+// that every conformance suite loops over, so an algorithm added here and
+// missed by a store fails loudly (docs/ARCHITECTURE.md, "Extension
+// points"). The slice is the caller's.
+func Algorithms() []Algorithm {
+	all := make([]Algorithm, 0, len(algorithmNames)-1)
+	for a := range algorithmNames[1:] {
+		all = append(all, Algorithm(a+1))
+	}
+	return all
+}
+
 // String returns the algorithm's name as used in configuration, e.g.
 // "sliding-window-counter".
 func (a Algorithm) String() string {
@@ -52,7 +65,9 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return Algorithm(a), nil
 		}
 	}
-	return 0, &PolicyError{Msg: fmt.Sprintf("unknown algorithm %q (want fixed-window, sliding-window-log, sliding-window-counter, token-bucket or gcra)", s)}
+	names := algorithmNames[1:]
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return 0, &PolicyError{Msg: fmt.Sprintf("unknown algorithm %q (want %s)", s, want)}
 }
 
 // MarshalText implements encoding.TextMarshaler.

@@ -87,7 +87,7 @@ func runE2E(t *testing.T, n int, quota int64, window time.Duration, alg floodgat
 // 200 GETs against 10 requests per 10 s, in virtual time shared by server
 // and client, for each server algorithm.
 func TestAgainstFloodgate(t *testing.T) {
-	for _, alg := range []floodgate.Algorithm{floodgate.SlidingWindowCounter, floodgate.FixedWindow, floodgate.SlidingWindowLog, floodgate.TokenBucket, floodgate.GCRA} {
+	for _, alg := range floodgate.Algorithms() {
 		t.Run(alg.String(), func(t *testing.T) {
 			r := runE2E(t, 200, 10, 10*time.Second, alg, newFakeClock())
 			t.Log(r)

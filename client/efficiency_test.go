@@ -21,7 +21,7 @@ import (
 // algorithm, 60 per 10 s, the buckets with a burst of 10.
 func efficiencyPolicies(window time.Duration, quota int64) []floodgate.Policy {
 	var ps []floodgate.Policy
-	for _, a := range []floodgate.Algorithm{floodgate.FixedWindow, floodgate.SlidingWindowLog, floodgate.SlidingWindowCounter, floodgate.TokenBucket, floodgate.GCRA} {
+	for _, a := range floodgate.Algorithms() {
 		p := floodgate.Policy{Name: "api", Algorithm: a, Quota: quota, Window: window}
 		if a == floodgate.TokenBucket || a == floodgate.GCRA {
 			p.Burst = quota / 6

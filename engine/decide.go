@@ -87,6 +87,8 @@ type Item struct {
 	Quota  int64         // q: per Window, or a cap's Max
 	Window time.Duration // w; 0 for a concurrency cap
 	Unit   string        // draft-11 qu: "requests", "content-bytes" or "concurrent-requests"
+	// Capacity bounds Remaining: a bucket's Burst (Policy.Capacity); 0: Quota.
+	Capacity int64
 	// Allowed reports whether this limit alone would admit the request.
 	Allowed bool
 	// Remaining is what is left after the request (before it, when the
@@ -343,7 +345,7 @@ func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, c
 }
 
 func rateItem(r *floodgate.Result) Item {
-	return Item{Name: r.Policy.Name, Quota: r.Policy.Quota, Window: r.Policy.Window, Unit: r.Policy.Unit.String(),
+	return Item{Name: r.Policy.Name, Quota: r.Policy.Quota, Capacity: r.Policy.Capacity(), Window: r.Policy.Window, Unit: r.Policy.Unit.String(),
 		Allowed: r.Allowed, Remaining: r.Remaining, ResetAfter: r.ResetAfter, RetryAfter: r.RetryAfter, FullAfter: r.FullAfter,
 		Algorithm: r.Policy.Algorithm}
 }
@@ -428,7 +430,7 @@ func fitsFull(ctx context.Context, full *set, key string, cost floodgate.Cost) b
 
 // summarize sets Summary and RetryAfter from the limits: the refusing one
 // with the longest RetryAfter, or, when all admit, the one closest to its
-// limit (least remaining share of its quota, compared as cross products).
+// limit (least remaining share of its capacity, as cross products).
 func (o *Outcome) summarize() {
 	best, refused := -1, false
 	var b standing
@@ -437,7 +439,7 @@ func (o *Outcome) summarize() {
 		switch {
 		case !s.allowed && (!refused || s.retry > b.retry):
 			best, refused, b = i, true, s
-		case !refused && (best < 0 || s.remaining*b.quota < b.remaining*s.quota):
+		case !refused && (best < 0 || s.remaining*b.capacity < b.remaining*s.capacity):
 			best, b = i, s
 		}
 	}
@@ -449,9 +451,9 @@ func (o *Outcome) summarize() {
 
 // standing is what summarize compares of a limit.
 type standing struct {
-	allowed          bool
-	remaining, quota int64
-	retry            time.Duration
+	allowed             bool
+	remaining, capacity int64
+	retry               time.Duration
 }
 
 func (o *Outcome) standing(i int) standing {
@@ -460,7 +462,7 @@ func (o *Outcome) standing(i int) standing {
 		return standing{c.Allowed, c.Remaining, c.Quota, c.RetryAfter}
 	}
 	r := &o.rates[i-len(o.caps)]
-	return standing{r.Allowed, r.Remaining, r.Policy.Quota, r.RetryAfter}
+	return standing{r.Allowed, r.Remaining, r.Policy.Capacity(), r.RetryAfter}
 }
 
 func chain(a, b func()) func() {

@@ -108,7 +108,7 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 		if f.Now != nil {
 			now = f.Now()
 		}
-		b = strconv.AppendInt(b, it.Quota, 10)
+		b = strconv.AppendInt(b, it.capacity(), 10)
 		ends[n], n = len(b), n+1
 		b = strconv.AppendInt(b, max(it.Remaining, 0), 10)
 		ends[n], n = len(b), n+1
@@ -139,15 +139,31 @@ func (f *Fields) Set(h map[string][]string, o *Outcome) {
 // setWarning sends X-RateLimit-Warning (H6) when an admitted request has
 // used WarnAt of the summary limit it, and otherwise removes an outer
 // layer's, which would speak of a limit whose other fields were just
-// replaced.
+// replaced. Used and its whole are X-RateLimit-Limit's capacity and what
+// X-RateLimit-Remaining leaves of it, so the three fields agree.
 func (f *Fields) setWarning(h map[string][]string, o *Outcome, it *Item) {
 	if f.WarnAt > 0 && o.Verdict == Allowed {
-		if used := it.Quota - it.Remaining; float64(used) >= f.WarnAt*float64(it.Quota) {
-			h[header.FieldXWarning] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", it.Name, used, it.Quota)}
+		c := it.capacity()
+		if used := c - it.Remaining; float64(used) >= f.WarnAt*float64(c) {
+			h[header.FieldXWarning] = []string{fmt.Sprintf("approaching limit %q: %d of %d used", it.Name, used, c)}
 			return
 		}
 	}
 	delete(h, header.FieldXWarning)
+}
+
+// capacity is X-RateLimit-Limit for it: the most units it admits at one
+// instant (a bucket's burst, above or below the quota), so that
+// X-RateLimit-Remaining, which can reach it, never exceeds the limit the
+// client is shown (digest §2.1: Limit is what the client may send, and
+// Limit − Remaining what it used). The draft-11 fields keep q, the quota
+// per window w: q/w is the rate a client paces by, and RateLimit's r
+// never exceeds q (Spendable).
+func (it *Item) capacity() int64 {
+	if it.Capacity > 0 {
+		return it.Capacity
+	}
+	return it.Quota
 }
 
 // legacyReset is X-RateLimit-Reset for it, from now: when its remaining
@@ -197,7 +213,8 @@ func (f *Fields) SetKnown(h map[string][]string, o *Outcome) {
 		h[header.FieldPolicy] = []string{o.Field}
 	}
 	if f.Style != Draft11 && o.Summary >= 0 {
-		h[header.FieldXLimit] = []string{strconv.FormatInt(o.Item(o.Summary).Quota, 10)}
+		it := o.Item(o.Summary)
+		h[header.FieldXLimit] = []string{strconv.FormatInt(it.capacity(), 10)}
 	}
 }
 

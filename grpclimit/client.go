@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -12,9 +13,13 @@ import (
 
 // UnaryClientRetry is a client interceptor that honours RetryInfo: a call
 // refused with codes.ResourceExhausted or codes.Unavailable whose status
-// carries a google.rpc.RetryInfo is tried again after its retry delay, up
-// to attempts calls in all, as long as the delay is at most maxWait and
-// the call's context lasts. Other errors return at once.
+// carries a google.rpc.RetryInfo is tried again after its retry delay and
+// a random jitter of up to a quarter of it, up to attempts calls
+// in all, as long as the delay is at most maxWait and the call's context
+// lasts. Other errors return at once. The jitter is added, never taken
+// off: the delay is the earliest time the server expects the call again
+// (REQUIREMENTS C4, C5), and clients refused together do not all come
+// back in the same instant.
 func UnaryClientRetry(attempts int, maxWait time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		for i := 1; ; i++ {
@@ -23,7 +28,7 @@ func UnaryClientRetry(attempts int, maxWait time.Duration) grpc.UnaryClientInter
 			if !ok || i >= attempts || d > maxWait {
 				return err
 			}
-			t := time.NewTimer(d)
+			t := time.NewTimer(jitter(d, rand.Float64()))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -32,6 +37,12 @@ func UnaryClientRetry(attempts int, maxWait time.Duration) grpc.UnaryClientInter
 			}
 		}
 	}
+}
+
+// jitter returns the wait before a retry after a retry delay d, for u in
+// [0, 1): d plus u times a quarter of d, so in [d, 1.25 d).
+func jitter(d time.Duration, u float64) time.Duration {
+	return d + time.Duration(u*float64(d/4))
 }
 
 // RetryDelay returns the RetryInfo delay of a ResourceExhausted or

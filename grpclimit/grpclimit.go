@@ -1,7 +1,10 @@
 // Package grpclimit limits the calls of a Go gRPC server with Floodgate's
-// engine: unary and stream server interceptors keyed by the peer address
-// (behind trusted proxies, by x-forwarded-for), a metadata value, the full
-// method name or a function. A refused call ends with
+// engine: unary and stream server interceptors that pick a rule per call
+// by its full method name (patterns in package pattern's path syntax, as
+// HTTP rules have routes), keyed by the peer address (behind trusted
+// proxies, by x-forwarded-for), a metadata value (hashed, as API keys are
+// by the HTTP door), the full method name or a function. Refusals are
+// logged, one record per rule and key per interval. A refused call ends with
 // codes.ResourceExhausted carrying google.rpc.RetryInfo and
 // google.rpc.QuotaFailure details, and every call gets the ratelimit and
 // ratelimit-policy fields as response header metadata. UnaryClientRetry is
@@ -11,8 +14,11 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -25,6 +31,10 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/refusallog"
+	"github.com/floodgate/floodgate/internal/secret"
+	"github.com/floodgate/floodgate/pattern"
 )
 
 // KeyFunc returns a call's partition key. An error that is a gRPC status
@@ -56,13 +66,16 @@ func ByPeer(r *clientip.Resolver) KeyFunc {
 }
 
 // ByMetadata keys calls by the first value of the metadata name (an API
-// key, say); a call without it is refused with codes.Unauthenticated.
+// key, say), hashed as the HTTP door's httplimit.APIKey hashes it: the key
+// is the first 16 hex digits of the value's SHA-256 (as tier.Hash.ID), so
+// no store, log or metric ever holds the value. A call without it is
+// refused with codes.Unauthenticated.
 func ByMetadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) (string, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		if vs := md.Get(name); len(vs) > 0 && vs[0] != "" {
-			return vs[0], nil
+			return secret.ID(vs[0]), nil
 		}
 		return "", status.Errorf(codes.Unauthenticated, "grpclimit: no %s metadata", name)
 	}
@@ -74,33 +87,149 @@ func ByMethod() KeyFunc {
 	return func(_ context.Context, method string) (string, error) { return method, nil }
 }
 
+// Rule limits the calls whose full method name its Method pattern
+// matches. The engine's side (name, policies, caps, modes, lease) is the
+// embedded engine.Rule, whose Name defaults to Method.
+type Rule struct {
+	// Method selects calls by full method name, a pattern of package
+	// pattern with no method or host: "/pkg.Service/Method" one method,
+	// "/pkg.Service/" (or "/pkg.Service/{method}") every method of a
+	// service, "/" every call. Names compare without regard to case.
+	Method string
+	// Key is the partition key; default Config.Key.
+	Key KeyFunc
+	engine.Rule
+}
+
 // Config configures a Limiter.
 type Config struct {
-	// Rule decides each call; required.
+	// Rules are tried in order on each call's full method name and the
+	// first match decides it; a rule no call can reach (an earlier pattern
+	// covers it) is an error. A call no rule matches goes to Rule, or, with
+	// no Rule, passes unlimited.
+	Rules []Rule
+	// Engine compiles Rules; or give Store and New builds one. Required
+	// with Rules.
+	Engine *engine.Engine
+	// Store keeps the counters of an Engine New builds.
+	Store floodgate.Store
+	// Rule, if set, decides every call that no rule of Rules matches.
+	// Rule or Rules is required.
 	Rule *engine.Compiled
 	// Key is the partition key; default ByPeer(nil).
 	Key KeyFunc
 	// Fields writes the response metadata; the zero value sends the
 	// draft-11 fields and X-RateLimit-* (engine.Both).
 	Fields engine.Fields
+	// Logger gets the records of refusals (REQUIREMENTS O1), with the key
+	// as httplimit.Fingerprint shows it; default slog.Default().
+	Logger *slog.Logger
+	// RefusalLogInterval is the least time between two records of one
+	// key's refusals by one rule; default 10s, negative for a record per
+	// refusal.
+	RefusalLogInterval time.Duration
+	// Now is the refusal log's clock; default time.Now.
+	Now func() time.Time
 }
 
-// Limiter holds the interceptors of one rule.
-type Limiter struct {
-	rule   *engine.Compiled
+// route is a rule made ready to serve: a parsed pattern (nil: every call),
+// its key and its compiled limits.
+type route struct {
+	method *pattern.Pattern
 	key    KeyFunc
-	fields engine.Fields
+	limits *engine.Compiled
 }
 
-// New returns a Limiter, or an error when cfg has no Rule.
+// Limiter holds the interceptors of its rules.
+type Limiter struct {
+	routes   []route
+	fields   engine.Fields
+	logger   *slog.Logger
+	refusals *refusallog.Log
+}
+
+// New returns a Limiter, or an error naming the rule at fault: no Rule
+// and no Rules, Rules without Engine or Store, a Method that is not a
+// pattern of a path alone, a rule the engine refuses, or one an earlier
+// rule shadows.
 func New(cfg Config) (*Limiter, error) {
-	if cfg.Rule == nil {
+	if cfg.Rule == nil && len(cfg.Rules) == 0 {
 		return nil, errors.New("grpclimit: no rule")
 	}
 	if cfg.Key == nil {
 		cfg.Key = ByPeer(nil)
 	}
-	return &Limiter{rule: cfg.Rule, key: cfg.Key, fields: cfg.Fields}, nil
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	l := &Limiter{fields: cfg.Fields, logger: cfg.Logger, refusals: refusallog.New(cfg.RefusalLogInterval, cfg.Now)}
+	routes, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Rule != nil {
+		routes = append(routes, route{key: cfg.Key, limits: cfg.Rule})
+	}
+	l.routes = routes
+	return l, nil
+}
+
+// compile makes cfg.Rules ready to serve, in order.
+func compile(cfg Config) ([]route, error) {
+	if len(cfg.Rules) == 0 {
+		return nil, nil
+	}
+	eng := cfg.Engine
+	if eng == nil {
+		if cfg.Store == nil {
+			return nil, errors.New("grpclimit: Rules need an Engine or a Store")
+		}
+		var err error
+		if eng, err = engine.New(engine.Config{Store: cfg.Store}); err != nil {
+			return nil, fmt.Errorf("grpclimit: %w", err)
+		}
+	}
+	routes := make([]route, len(cfg.Rules))
+	pats := make([]*pattern.Pattern, len(cfg.Rules))
+	for i, in := range cfg.Rules {
+		if in.Name == "" {
+			in.Name = in.Method
+		}
+		if !strings.HasPrefix(in.Method, "/") {
+			return nil, fmt.Errorf("grpclimit: rule %q: method %q is not a full method name pattern (want \"/pkg.Service/Method\", \"/pkg.Service/\" or \"/\")", in.Name, in.Method)
+		}
+		p, err := pattern.Parse(in.Method)
+		if err != nil {
+			return nil, fmt.Errorf("grpclimit: rule %q: %w", in.Name, err)
+		}
+		if len(in.Policies) == 0 && len(in.Concurrency) == 0 {
+			return nil, fmt.Errorf("grpclimit: rule %q: no policies or concurrency caps: it would limit nothing", in.Name)
+		}
+		c, err := eng.Compile(in.Rule)
+		if err != nil {
+			return nil, fmt.Errorf("grpclimit: %w", err)
+		}
+		if in.Key == nil {
+			in.Key = cfg.Key
+		}
+		routes[i], pats[i] = route{method: p, key: in.Key, limits: c}, p
+	}
+	if sh := pattern.Shadows(nil, pats); len(sh) > 0 {
+		s := sh[0]
+		return nil, fmt.Errorf("grpclimit: rule %q (%s) is never reached: rule %q (%s) takes its calls first; %s",
+			routes[s.Rule].limits.Name(), pats[s.Rule], routes[s.By].limits.Name(), pats[s.By], s.Advice())
+	}
+	return routes, nil
+}
+
+// match returns the route of a call, or nil when none matches.
+func (l *Limiter) match(method string) *route {
+	for i := range l.routes {
+		if r := &l.routes[i]; r.method == nil || r.method.Match("", "", method) {
+			return r
+		}
+	}
+	return nil
 }
 
 // Unary is the unary server interceptor.
@@ -110,7 +239,9 @@ func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
-		defer out.Release()
+		if out != nil {
+			defer out.Release()
+		}
 		return handler(ctx, req)
 	}
 }
@@ -123,22 +254,29 @@ func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
-		defer out.Release()
+		if out != nil {
+			defer out.Release()
+		}
 		return handler(srv, ss)
 	}
 }
 
-// decide runs the rule for one call and sets its fields with setHeader.
-// The error is the status a refused call ends with.
+// decide runs the rule of one call and sets its fields with setHeader.
+// The error is the status a refused call ends with; a call no rule
+// matches gets neither an outcome nor an error.
 func (l *Limiter) decide(ctx context.Context, method string, setHeader func(metadata.MD) error) (*engine.Outcome, error) {
-	key, err := l.key(ctx, method)
+	ru := l.match(method)
+	if ru == nil {
+		return nil, nil
+	}
+	key, err := ru.key(ctx, method)
 	if err != nil {
 		if _, ok := status.FromError(err); ok {
 			return nil, err
 		}
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	out := l.rule.Decide(ctx, engine.Request{Key: key, Cost: floodgate.Cost{Requests: 1}})
+	out := ru.limits.Decide(ctx, engine.Request{Key: key, Cost: floodgate.Cost{Requests: 1}})
 	h := map[string][]string{}
 	l.fields.Set(h, &out)
 	md := metadata.MD{}
@@ -151,8 +289,35 @@ func (l *Limiter) decide(ctx context.Context, method string, setHeader func(meta
 	if out.Verdict == engine.Allowed {
 		return &out, nil
 	}
+	l.logRefusal(ctx, ru.limits.Name(), method, key, &out)
 	return nil, refusal(&out)
 }
+
+// logRefusal logs a refusal of a limit as the HTTP door does (message,
+// rule, policy, fingerprinted key, retry_after, suppressed), with the
+// method, unless one of the same rule and key was logged within the
+// interval. A failing store is the Limiter's to log, not a refusal.
+func (l *Limiter) logRefusal(ctx context.Context, rule, method, key string, out *engine.Outcome) {
+	msg := refusalMessages[out.Verdict]
+	if msg == "" {
+		return
+	}
+	n, ok := l.refusals.Admit(rule, key)
+	if !ok {
+		return
+	}
+	attrs := []slog.Attr{slog.String("rule", rule), slog.String("method", method)}
+	if out.Verdict != engine.Blocked {
+		attrs = append(attrs, slog.String("policy", out.Item(out.Summary).Name))
+	}
+	attrs = append(attrs, slog.String("key", httplimit.Fingerprint(key)),
+		slog.Int64("retry_after", engine.RetryAfterSeconds(out)), slog.Int64("suppressed", n))
+	l.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
+}
+
+// refusalMessages are the HTTP door's log messages per verdict.
+var refusalMessages = map[engine.Verdict]string{engine.Denied: "rate limit exceeded",
+	engine.Reduced: "refused under reduced capacity", engine.Blocked: "blocked for abnormal usage"}
 
 // refusal is the status of a call the engine did not admit.
 func refusal(out *engine.Outcome) error {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/pattern"
 )
 
@@ -130,14 +131,9 @@ func Fingerprint(s string) string {
 	return hex.EncodeToString(mac.Sum(nil)[:8])
 }
 
-// secretID is the first 16 hex digits of the SHA-256 of an API key, the
-// partition key of APIKey: unkeyed, so that every replica and the tier
-// sources (tier.Hash.ID) agree on it; a key worth guessing is too long
-// to be found by hashing candidates.
-func secretID(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:8])
-}
+// secretID is the partition key of an API key: secret.ID, the first 16
+// hex digits of its SHA-256.
+func secretID(s string) string { return secret.ID(s) }
 
 // buildKey joins the parts' values into r's partition key, "-" standing
 // for an absent part; missing reports whether any part was absent.

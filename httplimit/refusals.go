@@ -1,91 +1,12 @@
 package httplimit
 
-import (
-	"sync"
-	"time"
-)
+import "github.com/floodgate/floodgate/internal/refusallog"
 
 // DefaultRefusalLogInterval is how often at most one key's refusals of one
 // rule are logged (Config.RefusalLogInterval).
-const DefaultRefusalLogInterval = 10 * time.Second
+const DefaultRefusalLogInterval = refusallog.DefaultInterval
 
-// maxRefusalKeys bounds the keys refusalLog remembers: past it, refusals
-// of keys it does not hold share one record per interval.
-const maxRefusalKeys = 10_000
+// refusalLog is the bound on refusal records every door shares.
+type refusalLog = refusallog.Log
 
-// refusalLog lets one record per rule and key through per interval and
-// counts the refusals it held back, which the next record reports: an
-// attack is a few lines, not one per request.
-type refusalLog struct {
-	every time.Duration
-	now   func() time.Time
-
-	mu    sync.Mutex
-	keys  map[string]*refusals
-	swept time.Time // the last sweep: at most one per interval
-}
-
-type refusals struct {
-	last       time.Time
-	suppressed int64
-}
-
-func newRefusalLog(every time.Duration, now func() time.Time) *refusalLog {
-	if every == 0 {
-		every = DefaultRefusalLogInterval
-	}
-	if now == nil {
-		now = time.Now
-	}
-	return &refusalLog{every: every, now: now, keys: map[string]*refusals{}}
-}
-
-// admit reports whether a refusal of rule's key is to be logged, and how
-// many were held back since the last record of that key.
-func (l *refusalLog) admit(rule, key string) (suppressed int64, ok bool) {
-	if l.every < 0 {
-		return 0, true // every refusal is logged
-	}
-	k := rule + "\x00" + key
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.keys[k]
-	if e == nil {
-		if len(l.keys) >= maxRefusalKeys && now.Sub(l.swept) >= l.every {
-			// Once per interval: a flood of new keys on a full map must not
-			// walk it under the lock for every refusal.
-			l.sweep(now)
-			l.swept = now
-		}
-		if len(l.keys) >= maxRefusalKeys {
-			k = rule + "\x00" // too many keys at once: one record for the others
-			if e = l.keys[k]; e != nil {
-				return l.next(e, now)
-			}
-		}
-		l.keys[k] = &refusals{last: now}
-		return 0, true
-	}
-	return l.next(e, now)
-}
-
-func (l *refusalLog) next(e *refusals, now time.Time) (int64, bool) {
-	if now.Sub(e.last) < l.every {
-		e.suppressed++
-		return 0, false
-	}
-	n := e.suppressed
-	e.last, e.suppressed = now, 0
-	return n, true
-}
-
-// sweep forgets the keys whose interval has passed; their held-back
-// refusals, if any, go unreported.
-func (l *refusalLog) sweep(now time.Time) {
-	for k, e := range l.keys {
-		if now.Sub(e.last) >= l.every {
-			delete(l.keys, k)
-		}
-	}
-}
+var newRefusalLog = refusallog.New

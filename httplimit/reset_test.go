@@ -62,7 +62,7 @@ func timeline(t *testing.T, a floodgate.Algorithm) []row {
 // whether the client spent in between or not, so that the 200s and the
 // 429s tell one story.
 func TestLegacyResetNeverMovesBack(t *testing.T) {
-	for _, a := range []floodgate.Algorithm{floodgate.FixedWindow, floodgate.SlidingWindowLog, floodgate.SlidingWindowCounter, floodgate.TokenBucket, floodgate.GCRA} {
+	for _, a := range floodgate.Algorithms() {
 		rows := timeline(t, a)
 		for i := 1; i < len(rows); i++ {
 			if rows[i].reset < rows[i-1].reset {

@@ -94,7 +94,7 @@ func Detail(o *engine.Outcome) string {
 func (m *Middleware) block(w http.ResponseWriter, r *http.Request, ru *rule, key string, ra time.Duration) {
 	secs := header.Seconds(ra)
 	refusing(w.Header(), secs)
-	if n, ok := m.refusals.admit(ru.name, key); ok {
+	if n, ok := m.refusals.Admit(ru.name, key); ok {
 		m.logger.LogAttrs(r.Context(), slog.LevelWarn, "blocked for abnormal usage",
 			slog.String("rule", ru.name), slog.String("key", Fingerprint(key)), slog.Int64("retry_after", secs), slog.Int64("suppressed", n))
 	}
@@ -137,7 +137,7 @@ func serviceUnavailable(w http.ResponseWriter, detail string) {
 // logged within the refusal log interval; suppressed counts those held
 // back since.
 func (m *Middleware) logDenied(ctx context.Context, ru *rule, key string, o *engine.Outcome, retryAfter int64, msg string) {
-	n, ok := m.refusals.admit(ru.name, key)
+	n, ok := m.refusals.Admit(ru.name, key)
 	if !ok {
 		return
 	}

@@ -26,13 +26,7 @@ func benchPolicy(a floodgate.Algorithm) floodgate.Policy {
 	return p
 }
 
-var benchAlgorithms = []floodgate.Algorithm{
-	floodgate.FixedWindow,
-	floodgate.SlidingWindowLog,
-	floodgate.SlidingWindowCounter,
-	floodgate.TokenBucket,
-	floodgate.GCRA,
-}
+var benchAlgorithms = floodgate.Algorithms()
 
 // makeKeys returns n keys of the form "user:<n>", built before the timer
 // starts so that formatting is not measured.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algorithm"
+	"github.com/floodgate/floodgate/internal/algset"
 )
 
 // Store is an in-memory floodgate.Store. Create it with New; it is safe for
@@ -131,8 +132,13 @@ func WithClock(now func() time.Time) Option {
 // on each other's order.
 //
 // Errors: floodgate.ErrInvalidOption (wrapped) for a nil option or an
-// option out of range.
+// option out of range; an error naming the algorithm for one of
+// floodgate.Algorithms() that the store does not decide (a build that
+// added an algorithm and missed this store).
 func New(opts ...Option) (*Store, error) {
+	if err := checkAlgorithms(floodgate.Algorithms()); err != nil {
+		return nil, err
+	}
 	c := config{maxKeys: 1 << 20, sweep: 30 * time.Second}
 	for _, o := range opts {
 		if o == nil {
@@ -198,12 +204,16 @@ func (s *Store) shard(key string) (*shard, uint64) {
 }
 
 // Take implements floodgate.Store. It returns ErrInvalidCost or
-// ErrCostExceedsQuota for a cost that can never pass, and ctx's error if ctx
+// ErrCostExceedsQuota for a cost that can never pass, ErrInvalidPolicy for
+// a policy of an algorithm it does not decide, and ctx's error if ctx
 // is already done; otherwise it cannot fail. It does not allocate for a key
 // it already holds, except to grow a sliding window log.
 func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) error {
 	if cost.Requests < 0 || cost.ContentBytes < 0 {
 		return floodgate.CheckCost(cost, policies)
+	}
+	if err := decides.Refuse("memorystore", policies); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -398,7 +408,10 @@ func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, 
 }
 
 // decide runs p's algorithm on *st, writing r, and updates *st if it
-// admits the cost.
+// admits the cost. Its switch is the one list of the algorithms that keep
+// an algorithm.State (decided is read off it); Take refuses any other, so
+// the default cannot be reached from Take. The calls are static: through
+// a table of functions, r would escape and cost an allocation per call.
 func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algorithm.Result) {
 	switch p.Algorithm {
 	case floodgate.FixedWindow:
@@ -407,9 +420,37 @@ func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algori
 		algorithm.SlidingWindowCounter(st, now, params(p), cost, r)
 	case floodgate.TokenBucket:
 		algorithm.TokenBucket(st, now, params(p), cost, r)
-	default:
+	case floodgate.GCRA:
 		algorithm.GCRA(st, now, params(p), cost, r)
+	default:
+		panic("memorystore: no decision for algorithm " + p.Algorithm.String())
 	}
+}
+
+// decided[a] reports whether the store decides a: the sliding window log
+// (its entries are kept apart, in node.log), or an algorithm decide runs,
+// found once by running it on each value.
+var decided = func() (d [256]bool) {
+	for a := range d {
+		d[a] = floodgate.Algorithm(a) == floodgate.SlidingWindowLog || decideRuns(floodgate.Algorithm(a))
+	}
+	return d
+}()
+
+func decideRuns(a floodgate.Algorithm) (ok bool) {
+	defer func() { ok = recover() == nil }()
+	var st algorithm.State
+	var r algorithm.Result
+	decide(&st, &floodgate.Policy{Algorithm: a, Quota: 1, Window: time.Second}, 0, 0, &r)
+	return true
+}
+
+// decides is the set of algorithms the store decides.
+var decides = algset.Set(func(a floodgate.Algorithm) bool { return decided[a] })
+
+// checkAlgorithms names the first of all the store does not decide.
+func checkAlgorithms(all []floodgate.Algorithm) error {
+	return decides.Missing(all, "memorystore", "decide's switch (memorystore/store.go)")
 }
 
 func params(p *floodgate.Policy) algorithm.Params {

@@ -94,8 +94,8 @@ func TestDifferentialAlgorithm(t *testing.T) {
 			clock := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			mem := &reference{states: map[string]*algorithm.State{}, logs: map[string]*algorithm.Log{}}
 			rng := rand.New(rand.NewPCG(seed, 7))
-			algs := []floodgate.Algorithm{floodgate.TokenBucket, floodgate.GCRA, floodgate.TokenBucket, floodgate.GCRA,
-				floodgate.FixedWindow, floodgate.SlidingWindowCounter, floodgate.SlidingWindowLog}
+			// Every algorithm, the buckets twice: their special cases are the most.
+			algs := append(floodgate.Algorithms(), floodgate.TokenBucket, floodgate.GCRA)
 			quotas := []int64{1, 3, 10, 1000}
 			windows := []time.Duration{time.Millisecond, 7 * time.Millisecond, 250 * time.Millisecond, time.Second, time.Minute, time.Hour}
 			steps := []time.Duration{0, 0, time.Microsecond, 333 * time.Microsecond, time.Millisecond, 30 * time.Millisecond,

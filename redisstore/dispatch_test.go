@@ -35,8 +35,7 @@ func TestSingleMatchesSeveral(t *testing.T) {
 		{20 * time.Millisecond, 1}, {0, 0}, {200 * time.Millisecond, 2}, {0, 3}, {time.Second, 1},
 	}
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMicro()
-	for _, a := range []floodgate.Algorithm{floodgate.FixedWindow, floodgate.SlidingWindowLog,
-		floodgate.SlidingWindowCounter, floodgate.TokenBucket, floodgate.GCRA} {
+	for _, a := range floodgate.Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
 			p := floodgate.Policy{Name: "p", Algorithm: a, Quota: 4, Window: 100 * time.Millisecond}
 			wide := floodgate.Policy{Name: "wide", Algorithm: floodgate.FixedWindow, Quota: 1 << 40, Window: time.Hour}

@@ -135,7 +135,9 @@ func decideInPlace(a floodgate.Algorithm, s *algorithm.State, now int64, p algor
 		algorithm.SlidingWindowCounter(s, now, p, cost, r)
 	case floodgate.TokenBucket:
 		algorithm.TokenBucket(s, now, p, cost, r)
-	default:
+	case floodgate.GCRA:
 		algorithm.GCRA(s, now, p, cost, r)
+	default: // no algorithm runs as another, here either
+		panic(fmt.Sprintf("decideInPlace: no reference decision for algorithm %v", a))
 	}
 }

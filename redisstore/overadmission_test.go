@@ -39,10 +39,7 @@ const (
 	childPhase      = 700 * time.Millisecond // per algorithm; all children start each phase together
 )
 
-var allAlgorithms = []floodgate.Algorithm{
-	floodgate.FixedWindow, floodgate.SlidingWindowLog, floodgate.SlidingWindowCounter,
-	floodgate.TokenBucket, floodgate.GCRA,
-}
+var allAlgorithms = floodgate.Algorithms()
 
 // TestOverAdmission: 4 processes × 64 goroutines take from one key with a
 // quota of 1,000 per minute; exactly 1,000 are admitted, for every

@@ -30,6 +30,11 @@ func TestWireCodes(t *testing.T) {
 		floodgate.TokenBucket:          "token_bucket",
 		floodgate.GCRA:                 "gcra",
 	}
+	for _, a := range floodgate.Algorithms() {
+		if _, ok := want[a]; !ok {
+			t.Errorf("algorithm %v has no wire code pinned here", a)
+		}
+	}
 	src, err := luaFiles.ReadFile("lua/dispatch.lua")
 	if err != nil {
 		t.Fatal(err)

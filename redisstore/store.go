@@ -181,8 +181,12 @@ func WithClock(now func() time.Time) Option {
 // the per-call timeout either way.
 //
 // Errors: floodgate.ErrInvalidOption (wrapped) for a nil client, a nil
-// option or an option out of range.
+// option or an option out of range; an error naming the algorithm for one
+// of floodgate.Algorithms() that the store does not speak.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if err := checkAlgorithms(floodgate.Algorithms()); err != nil {
+		return nil, err
+	}
 	if nilcheck.Nil(client) {
 		return nil, fmt.Errorf("%w: redisstore: nil client", floodgate.ErrInvalidOption)
 	}
@@ -236,7 +240,8 @@ func (s *Store) Close() error { return nil }
 // Take implements floodgate.Store: one script call (possibly shared with
 // concurrent calls) decides every policy for key, all or nothing.
 //
-// Errors: ErrInvalidCost and ErrCostExceedsQuota (before any I/O); ctx's
+// Errors: ErrInvalidCost and ErrCostExceedsQuota, ErrInvalidPolicy for a
+// policy of an algorithm the store does not speak (before any I/O); ctx's
 // error when ctx ends first; otherwise ErrStoreUnavailable wrapping the
 // cause — a connection failure (the call is not resent: it may have run),
 // the per-call timeout, an error reply (including READONLY, CLUSTERDOWN and
@@ -244,6 +249,9 @@ func (s *Store) Close() error { return nil }
 // a Cluster the open breaker of the key's master.
 func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) error {
 	if err := floodgate.CheckCost(cost, policies); err != nil {
+		return err
+	}
+	if err := spoken.Refuse("redisstore", policies); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

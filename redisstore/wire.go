@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/algset"
 )
 
 // wireCode is each algorithm's code in the script's arguments: the keys of
@@ -17,6 +18,17 @@ var wireCode = [...]byte{
 	floodgate.SlidingWindowCounter: 3,
 	floodgate.TokenBucket:          4,
 	floodgate.GCRA:                 5,
+}
+
+// spoken is the set of algorithms the store speaks: those with a wire
+// code, which lua/dispatch.lua decides (TestWireCodes), and a key suffix.
+var spoken = algset.Set(func(a floodgate.Algorithm) bool {
+	return int(a) < len(wireCode) && wireCode[a] != 0 && int(a) < len(algorithmSuffix) && algorithmSuffix[a] != ""
+})
+
+// checkAlgorithms names the first of all the store does not speak.
+func checkAlgorithms(all []floodgate.Algorithm) error {
+	return spoken.Missing(all, "redisstore", "wireCode (redisstore/wire.go), algorithmSuffix (redisstore/keys.go) and lua/dispatch.lua")
 }
 
 // encode writes r's script argument (see lua/dispatch.lua): now (µs, or -1

@@ -187,10 +187,12 @@ func (ref *reference) take(now int64, p floodgate.Policy, cost int64) floodgate.
 		algorithm.TokenBucket(&ref.s, now, ap, cost, &r)
 	case floodgate.GCRA:
 		algorithm.GCRA(&ref.s, now, ap, cost, &r)
-	default:
+	case floodgate.SlidingWindowLog:
 		if r = ref.log.Take(now, ap, cost); r.Allowed && cost > 0 {
 			ref.log.Add(now, ap, cost)
 		}
+	default: // no algorithm runs as another, here either
+		panic(fmt.Sprintf("storetest: no reference decision for algorithm %v", ref.a))
 	}
 	if r.Allowed && cost > 0 {
 		ref.exp = r.Expires

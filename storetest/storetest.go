@@ -158,11 +158,9 @@ func play(t *testing.T, newStore NewStore, sc script) {
 	}
 }
 
-// algorithms lists every algorithm with a policy of quota 5 per second.
-var algorithms = []floodgate.Algorithm{
-	floodgate.FixedWindow, floodgate.SlidingWindowLog, floodgate.SlidingWindowCounter,
-	floodgate.TokenBucket, floodgate.GCRA,
-}
+// algorithms is every algorithm (floodgate.Algorithms): each suite runs
+// them all, so a store that misses a new one fails here.
+var algorithms = floodgate.Algorithms()
 
 // limitPlusOne is seed case V1: limit + 1 calls at one instant, the last is
 // rejected, for every algorithm.

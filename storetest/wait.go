@@ -41,7 +41,7 @@ func (c spendingClock) Sleep(ctx context.Context, d time.Duration) error {
 // spending nothing; a cancelled wait returns the context's error; and a
 // waiter that finds its quota taken again waits again.
 func wait(t *testing.T, newStore NewStore) {
-	for _, a := range []floodgate.Algorithm{floodgate.FixedWindow, floodgate.SlidingWindowLog, floodgate.SlidingWindowCounter, floodgate.TokenBucket, floodgate.GCRA} {
+	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			p := []floodgate.Policy{pol("w", a, 2, 10*s, 0)}
 			clock := NewClock(Epoch.Add(3 * s))

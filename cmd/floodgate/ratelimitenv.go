@@ -151,51 +151,14 @@ func (r *envReader) pairs(name, sep string) map[string]string {
 func ratelimitEnv(lookup func(string) (string, bool), environ []string) (*rlEnv, error) {
 	r := &envReader{lookup: lookup}
 	out := &rlEnv{}
-	for _, kv := range environ {
-		name, val, _ := strings.Cut(kv, "=")
-		if refuse, ok := rlRefused[name]; ok && refuse(val) {
-			return nil, fmt.Errorf("%s=%s is not supported (docs/ENVOY.md, \"Envoy Gateway and AI Gateway\")", name, val)
-		}
-		switch why, ignored := rlIgnored[name]; {
-		case ignored && !(name == "USE_STATSD" && !truthy(val)):
-			out.warnings = append(out.warnings, fmt.Sprintf("%s is ignored: %s", name, why))
-		case !ignored && !slices.Contains(rlRead, name) && rlRefused[name] == nil && hasAnyPrefix(name, rlPrefixes):
-			out.warnings = append(out.warnings, fmt.Sprintf("%s is not a variable Floodgate knows: ignored", name))
-		}
+	warnings, err := scanEnv(environ)
+	if err != nil {
+		return nil, err
 	}
-	rls := map[string]any{"listen": net.JoinHostPort(r.str("GRPC_HOST", "0.0.0.0"), r.str("GRPC_PORT", "8081"))}
-	if v := r.str("NEAR_LIMIT_RATIO", ""); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return nil, fmt.Errorf("NEAR_LIMIT_RATIO=%q: not a number", v)
-		}
-		rls["near_limit_ratio"] = f
-	}
-	if r.flag("RESPONSE_DYNAMIC_METADATA", false) {
-		rls["dynamic_metadata"] = true
-	}
-	if r.flag("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
-		rls["limit_headers"] = true
-	}
-	if r.flag("GRPC_SERVER_USE_TLS", false) {
-		t := map[string]any{"cert_file": r.str("GRPC_SERVER_TLS_CERT", ""), "key_file": r.str("GRPC_SERVER_TLS_KEY", "")}
-		// Envoy Gateway names its CA GRPC_SERVER_TLS_CA_CERT, which
-		// ratelimit does not read; Floodgate asks Envoy for the client
-		// certificate it presents (signed by that CA), so only Envoy
-		// spends quota.
-		if ca := r.str("GRPC_CLIENT_TLS_CACERT", r.str("GRPC_SERVER_TLS_CA_CERT", "")); ca != "" {
-			t["client_ca_file"] = ca
-		}
-		rls["tls"] = t
-	}
-	switch ct := r.str("CONFIG_TYPE", "FILE"); strings.ToUpper(ct) {
-	case "FILE":
-		rls["config"] = filepath.Join(r.str("RUNTIME_ROOT", "/srv/runtime_data/current"), r.str("RUNTIME_SUBDIRECTORY", ""),
-			r.str("RUNTIME_APPDIRECTORY", "config"))
-	case "GRPC_XDS_SOTW":
-		rls["xds"] = xdsFromEnv(r)
-	default:
-		return nil, fmt.Errorf("CONFIG_TYPE=%q: want FILE or GRPC_XDS_SOTW", ct)
+	out.warnings = warnings
+	rls, err := rlsFromEnv(r)
+	if err != nil {
+		return nil, err
 	}
 	out.forceStart = r.flag("FORCE_START_WITHOUT_INITIAL_CONFIG", false)
 	out.needConfig = r.flag("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false)
@@ -222,6 +185,61 @@ func ratelimitEnv(lookup func(string) (string, bool), environ []string) (*rlEnv,
 		return nil, err
 	}
 	return out, nil
+}
+
+// scanEnv refuses a variable asking for what Floodgate does not do, and
+// warns about the ones it ignores and the unknown ones of ratelimit's
+// prefixes.
+func scanEnv(environ []string) (warnings []string, err error) {
+	for _, kv := range environ {
+		name, val, _ := strings.Cut(kv, "=")
+		if refuse, ok := rlRefused[name]; ok && refuse(val) {
+			return nil, fmt.Errorf("%s=%s is not supported (docs/ENVOY.md, \"Envoy Gateway and AI Gateway\")", name, val)
+		}
+		switch why, ignored := rlIgnored[name]; {
+		case ignored && !(name == "USE_STATSD" && !truthy(val)):
+			warnings = append(warnings, fmt.Sprintf("%s is ignored: %s", name, why))
+		case !ignored && !slices.Contains(rlRead, name) && rlRefused[name] == nil && hasAnyPrefix(name, rlPrefixes):
+			warnings = append(warnings, fmt.Sprintf("%s is not a variable Floodgate knows: ignored", name))
+		}
+	}
+	return warnings, nil
+}
+
+// rlsFromEnv is the envoy_rls block: the gRPC listener and its TLS, the
+// rules' source (files or xDS), and ratelimit's response options.
+func rlsFromEnv(r *envReader) (map[string]any, error) {
+	rls := map[string]any{"listen": net.JoinHostPort(r.str("GRPC_HOST", "0.0.0.0"), r.str("GRPC_PORT", "8081"))}
+	if v := r.str("NEAR_LIMIT_RATIO", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("NEAR_LIMIT_RATIO=%q: not a number", v)
+		}
+		rls["near_limit_ratio"] = f
+	}
+	rls["dynamic_metadata"] = r.flag("RESPONSE_DYNAMIC_METADATA", false)
+	rls["limit_headers"] = r.flag("LIMIT_RESPONSE_HEADERS_ENABLED", false)
+	if r.flag("GRPC_SERVER_USE_TLS", false) {
+		t := map[string]any{"cert_file": r.str("GRPC_SERVER_TLS_CERT", ""), "key_file": r.str("GRPC_SERVER_TLS_KEY", "")}
+		// Envoy Gateway names its CA GRPC_SERVER_TLS_CA_CERT, which
+		// ratelimit does not read; Floodgate asks Envoy for the client
+		// certificate it presents (signed by that CA), so only Envoy
+		// spends quota.
+		if ca := r.str("GRPC_CLIENT_TLS_CACERT", r.str("GRPC_SERVER_TLS_CA_CERT", "")); ca != "" {
+			t["client_ca_file"] = ca
+		}
+		rls["tls"] = t
+	}
+	switch ct := r.str("CONFIG_TYPE", "FILE"); strings.ToUpper(ct) {
+	case "FILE":
+		rls["config"] = filepath.Join(r.str("RUNTIME_ROOT", "/srv/runtime_data/current"), r.str("RUNTIME_SUBDIRECTORY", ""),
+			r.str("RUNTIME_APPDIRECTORY", "config"))
+	case "GRPC_XDS_SOTW":
+		rls["xds"] = xdsFromEnv(r)
+	default:
+		return nil, fmt.Errorf("CONFIG_TYPE=%q: want FILE or GRPC_XDS_SOTW", ct)
+	}
+	return rls, nil
 }
 
 func hasAnyPrefix(s string, ps []string) bool {

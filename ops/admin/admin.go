@@ -24,9 +24,9 @@ import (
 //go:embed dashboard
 var dashboardFiles embed.FS
 
-// AdminConfig configures NewAdmin. Every part is optional; the routes of a
+// Config configures NewAdmin. Every part is optional; the routes of a
 // missing part answer 404.
-type AdminConfig struct {
+type Config struct {
 	Detector   *detect.Detector
 	Offenders  *top.Offenders
 	Stats      *stats.Stats
@@ -63,7 +63,7 @@ type AdminConfig struct {
 //
 // Errors are RFC 9457 problem+json bodies.
 type Admin struct {
-	cfg AdminConfig
+	cfg Config
 	mux *http.ServeMux
 }
 
@@ -86,7 +86,7 @@ type ReduceResponse struct {
 }
 
 // NewAdmin returns the handler.
-func NewAdmin(cfg AdminConfig) *Admin {
+func NewAdmin(cfg Config) *Admin {
 	if cfg.TopN <= 0 {
 		cfg.TopN = 10
 	}

@@ -26,7 +26,7 @@ import (
 // dashboard's files come from the binary and load nothing from elsewhere.
 func TestAdminRoutes(t *testing.T) {
 	clk := opstest.NewClock()
-	stats := stats.NewStats(stats.StatsConfig{Now: clk.Now})
+	stats := stats.NewStats(stats.Config{Now: clk.Now})
 	offenders := top.NewOffenders(top.OffendersConfig{Now: clk.Now})
 	det, _ := detect.NewDetector(detect.DetectorConfig{Default: detect.AbuseRule{Threshold: 3, Block: time.Minute}, Logger: opstest.Quiet, Now: clk.Now})
 	red := reduce.NewReductions(reduce.ReductionsConfig{Logger: opstest.Quiet, Now: clk.Now})
@@ -40,7 +40,7 @@ func TestAdminRoutes(t *testing.T) {
 	if _, err := red.Set(context.Background(), []string{"api"}, 0.5, time.Minute, "drill"); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{Detector: det, Offenders: offenders, Stats: stats, Reductions: red}))
+	srv := httptest.NewServer(admin.NewAdmin(admin.Config{Detector: det, Offenders: offenders, Stats: stats, Reductions: red}))
 	defer srv.Close()
 
 	resp, body := testkit.Do(t, "GET", srv.URL+"/v1/admin/top?rule=api&n=1", "")
@@ -110,7 +110,7 @@ func TestAdminRoutes(t *testing.T) {
 	}
 
 	// Parts left out answer 404.
-	empty := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{}))
+	empty := httptest.NewServer(admin.NewAdmin(admin.Config{}))
 	defer empty.Close()
 	for _, p := range []string{"/v1/admin/top", "/v1/admin/alerts", "/v1/admin/reductions"} {
 		if resp, _ := testkit.Do(t, "GET", empty.URL+p, ""); resp.StatusCode != 404 {

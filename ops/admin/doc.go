@@ -4,11 +4,11 @@
 // over the parts of packages detect, reduce, top and stats, and is their
 // Go client (AdminClient, which `floodgate reduce` uses).
 //
-//	stats := stats.NewStats(stats.StatsConfig{})
+//	stats := stats.NewStats(stats.Config{})
 //	offenders := top.NewOffenders(top.OffendersConfig{})
 //	det, _ := detect.NewDetector(detect.DetectorConfig{Default: detect.AbuseRule{Block: 5 * time.Minute}})
 //	red := reduce.NewReductions(reduce.ReductionsConfig{})
 //	eng, _ := engine.New(engine.Config{Store: store,
 //		Observer: engine.Observers{det, offenders, stats}, Blocker: det, Capacity: red})
-//	h := admin.NewAdmin(admin.AdminConfig{Detector: det, Offenders: offenders, Stats: stats, Reductions: red})
+//	h := admin.NewAdmin(admin.Config{Detector: det, Offenders: offenders, Stats: stats, Reductions: red})
 package admin

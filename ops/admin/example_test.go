@@ -38,7 +38,7 @@ func Example_inYourServer() {
 	token := os.Getenv("ADMIN_TOKEN")
 	adminMux := http.NewServeMux()
 
-	st := stats.NewStats(stats.StatsConfig{})
+	st := stats.NewStats(stats.Config{})
 	offenders := top.NewOffenders(top.OffendersConfig{})
 	det, err := detect.NewDetector(detect.DetectorConfig{
 		Default:    detect.AbuseRule{Threshold: 100, Window: time.Minute, Block: 5 * time.Minute},
@@ -50,7 +50,7 @@ func Example_inYourServer() {
 		Store: store, Rules: rules,
 		Observer: engine.Observers{det, offenders, st}, Blocker: det, Capacity: red,
 	})
-	adminMux.Handle("/", admin.NewAdmin(admin.AdminConfig{Detector: det, Offenders: offenders, Stats: st, Reductions: red, Token: token}))
+	adminMux.Handle("/", admin.NewAdmin(admin.Config{Detector: det, Offenders: offenders, Stats: st, Reductions: red, Token: token}))
 	defer det.Close(ctx)
 	defer red.Close()
 

@@ -41,7 +41,7 @@ func newReplica(t *testing.T, store floodgate.Store, rs reduce.ReductionStore, r
 			{Name: "other", Pattern: "/other/", Policies: []floodgate.Policy{opstest.LogPol("other", 4)}},
 		},
 	})
-	admin := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{Reductions: red, Policies: []string{"api", "other"}, Token: "s3cret", Logger: opstest.Quiet}))
+	admin := httptest.NewServer(admin.NewAdmin(admin.Config{Reductions: red, Policies: []string{"api", "other"}, Token: "s3cret", Logger: opstest.Quiet}))
 	t.Cleanup(admin.Close)
 	return &replica{red: red, srv: srv, admin: admin}
 }

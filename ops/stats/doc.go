@@ -3,7 +3,7 @@
 // shadow counts, the Retry-After values and the store's latency
 // quantiles. Stats is an engine.Observer.
 //
-//	s := stats.NewStats(stats.StatsConfig{})
+//	s := stats.NewStats(stats.Config{})
 //	eng, err := engine.New(engine.Config{Store: store, Observer: s})
 //	snap := s.Snapshot()
 package stats

@@ -13,8 +13,8 @@ import (
 	"github.com/floodgate/floodgate/engine"
 )
 
-// StatsConfig configures NewStats.
-type StatsConfig struct {
+// Config configures NewStats.
+type Config struct {
 	// Step is the resolution of the series; default 5s.
 	Step time.Duration
 	// Span is how far back the series go; default 10m. Memory is about
@@ -56,7 +56,7 @@ type counts struct{ allowed, limited, blocked, reduced, shadow uint64 }
 var retryBounds = [...]int64{1, 2, 5, 10, 30, 60, 300, 900, 3600}
 
 // NewStats returns an empty Stats.
-func NewStats(cfg StatsConfig) *Stats {
+func NewStats(cfg Config) *Stats {
 	if cfg.Step <= 0 {
 		cfg.Step = 5 * time.Second
 	}

@@ -14,7 +14,7 @@ import (
 
 func TestStatsSeries(t *testing.T) {
 	clk := opstest.NewClock()
-	s := stats.NewStats(stats.StatsConfig{Step: 5 * time.Second, Span: time.Minute, Now: clk.Now})
+	s := stats.NewStats(stats.Config{Step: 5 * time.Second, Span: time.Minute, Now: clk.Now})
 	for range 3 {
 		s.Observe(engine.Event{Rule: "api", Key: "a", Verdict: engine.Allowed, Latency: time.Millisecond})
 	}
@@ -75,7 +75,7 @@ func TestStatsSeries(t *testing.T) {
 // within 7% of the exact ones.
 func TestStatsLatencyQuantiles(t *testing.T) {
 	clk := opstest.NewClock()
-	s := stats.NewStats(stats.StatsConfig{Now: clk.Now})
+	s := stats.NewStats(stats.Config{Now: clk.Now})
 	for i := 1; i <= 10_000; i++ {
 		// 1 µs … 10 ms, uniform.
 		s.Observe(engine.Event{Rule: "r", Verdict: engine.Allowed, Latency: time.Duration(i) * time.Microsecond})
@@ -95,7 +95,7 @@ func TestStatsLatencyQuantiles(t *testing.T) {
 }
 
 func TestStatsConcurrent(t *testing.T) {
-	s := stats.NewStats(stats.StatsConfig{})
+	s := stats.NewStats(stats.Config{})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

@@ -133,7 +133,7 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 
 	clk := opstest.NewClock()
-	stats := stats.NewStats(stats.StatsConfig{Now: clk.Now})
+	stats := stats.NewStats(stats.Config{Now: clk.Now})
 	top := top.NewOffenders(top.OffendersConfig{Now: clk.Now})
 	det, err := detect.NewDetector(detect.DetectorConfig{
 		Rules:  map[string]detect.AbuseRule{"api": {Threshold: 70, Window: time.Minute, Block: 2 * time.Minute}},
@@ -152,7 +152,7 @@ func TestDashboardBrowser(t *testing.T) {
 			{Name: "login", Pattern: "POST /login", Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowLog, Quota: 5, Window: time.Minute}}},
 		},
 	})
-	admin := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{Detector: det, Offenders: top, Stats: stats, Reductions: red}))
+	admin := httptest.NewServer(admin.NewAdmin(admin.Config{Detector: det, Offenders: top, Stats: stats, Reductions: red}))
 	defer admin.Close()
 
 	tr := &traffic{allowed: map[string]int{}, limited: map[string]int{}, blocked: map[string]int{}, reduced: map[string]int{},

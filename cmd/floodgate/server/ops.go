@@ -35,7 +35,7 @@ func (s *Server) setupOps(cfg *config.Config) error {
 		httplimit.SetFingerprintSecret([]byte(secret))
 	}
 	o := &opsParts{
-		stats:     stats.NewStats(stats.StatsConfig{}),
+		stats:     stats.NewStats(stats.Config{}),
 		offenders: top.NewOffenders(top.OffendersConfig{RawKeys: cfg.Ops.RawKeys}),
 	}
 	def, rules := abuseRules(cfg)
@@ -74,7 +74,7 @@ func (s *Server) setupOps(cfg *config.Config) error {
 			return fmt.Errorf("server: metrics: %w", err)
 		}
 	}
-	o.admin = admin.NewAdmin(admin.AdminConfig{
+	o.admin = admin.NewAdmin(admin.Config{
 		Detector: o.detector, Offenders: o.offenders, Stats: o.stats, Reductions: o.red,
 		KnownPolicies: func() []string { return sortedNames(s.state.Load().policies) },
 		Authorize:     func(w http.ResponseWriter, r *http.Request) bool { return s.authorized(w, r, s.state.Load()) },
