@@ -308,16 +308,25 @@ func ValidateLimits(policies []Policy, caps []Concurrency) error {
 	return nil
 }
 
-// CheckCost returns ErrInvalidCost for a negative cost and
+// CheckCost returns ErrInvalidCost for a negative cost, an unknown Kind
+// or a Post above MaxPost, and, for an Admit or a Refund,
 // ErrCostExceedsQuota when the cost in some policy's unit is above its
-// Capacity: such a request could never pass, so waiting would not help.
-// Stores call it before touching any state.
+// Capacity: such a request could never pass, so waiting would not help
+// (and no admitted cost is larger, to refund). Stores call it before
+// touching any state.
 func CheckCost(cost Cost, policies []Policy) error {
 	switch {
 	case cost.Requests < 0:
 		return fmt.Errorf("%w: %d requests; a cost is at least 0", ErrInvalidCost, cost.Requests)
 	case cost.ContentBytes < 0:
 		return fmt.Errorf("%w: %d content bytes; a cost is at least 0", ErrInvalidCost, cost.ContentBytes)
+	case cost.Kind > Refund:
+		return fmt.Errorf("%w: unknown cost kind %d", ErrInvalidCost, cost.Kind)
+	case cost.Kind == Post:
+		if cost.Requests > MaxPost || cost.ContentBytes > MaxPost {
+			return fmt.Errorf("%w: a post-charge is at most 2^53 in each unit", ErrInvalidCost)
+		}
+		return nil
 	}
 	for i := range policies { // by index: a Policy is too large to copy on every request
 		if p := &policies[i]; cost.Of(p.Unit) > p.Capacity() {

@@ -20,16 +20,24 @@ var wireCode = [...]byte{
 }
 
 // encode writes r's script argument (see lua/dispatch.lua): now (µs, or -1
-// for the server's TIME), then per policy its wire code and quota,
+// for the server's TIME); for a post-charge -1, for a refund the time (µs)
+// its cost was admitted at; then per policy its wire code and quota,
 // capacity, window (µs) and cost as big-endian doubles. Policy.Validate
-// keeps every number below 2^53, so the doubles are exact; the script
-// decodes them with one unpack per policy instead of parsing decimal text.
+// and CheckCost keep every number below 2^53, so the doubles are exact;
+// the script decodes them with one unpack per policy instead of parsing
+// decimal text.
 func (r *request) encode(now int64, policies []floodgate.Policy, cost floodgate.Cost) {
 	b := r.arg[:0]
-	if need := 8 + 33*len(policies); cap(b) < need {
+	if need := 16 + 33*len(policies); cap(b) < need {
 		b = make([]byte, 0, need)
 	}
 	b = appendFloat(b, now)
+	switch cost.Kind {
+	case floodgate.Post:
+		b = appendFloat(b, -1)
+	case floodgate.Refund:
+		b = appendFloat(b, cost.At.UnixMicro())
+	}
 	for i := range policies {
 		p := &policies[i]
 		b = append(b, wireCode[p.Algorithm])
