@@ -78,8 +78,13 @@ func ExampleLimiter_Reserve() {
 		log.Fatal(err)
 	}
 	defer store.Close()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		log.Fatal(err)
+	}
 	limiter, err := floodgate.NewLimiter(store, []floodgate.Policy{
-		{Name: "tokens-month", Algorithm: floodgate.FixedWindow, Quota: 1_000_000, Window: 30 * 24 * time.Hour},
+		{Name: "tokens-month", Algorithm: floodgate.FixedWindow, Quota: 1_000_000, Window: 30 * 24 * time.Hour,
+			Calendar: &floodgate.Calendar{Period: floodgate.Month, Location: berlin}},
 		{Name: "tokens-minute", Algorithm: floodgate.TokenBucket, Quota: 20_000, Window: time.Minute},
 	})
 	if err != nil {

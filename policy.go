@@ -134,6 +134,10 @@ type Policy struct {
 	// Unit is what Quota counts: which part of a Cost the policy is
 	// charged (Cost.Of).
 	Unit Unit
+	// Calendar, for a FixedWindow only, counts per calendar period (a
+	// day, week, month, year or billing period in a time zone) instead of
+	// per Window since the epoch; nil for none.
+	Calendar *Calendar
 }
 
 // maxExact bounds Capacity × Window in microseconds for the algorithms that
@@ -170,7 +174,7 @@ func (p Policy) Scaled(share float64) Policy {
 type PolicyError struct {
 	Kind  string // "policy" or "concurrency"; "" when no one limit is at fault
 	Name  string // the limit's name, as given
-	Field string // "name", "algorithm", "unit", "quota", "window", "burst" or "max"; "" for the limit as a whole
+	Field string // "name", "algorithm", "unit", "quota", "window", "burst", "calendar" or "max"; "" for the limit as a whole
 	Msg   string // what is wrong, without the field's name: "must be positive, got 0"
 }
 
@@ -215,6 +219,11 @@ func (p Policy) Validate() error {
 	}
 	if p.Algorithm == 0 {
 		return fail("", "no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
+	}
+	if p.Calendar != nil {
+		if msg := p.Calendar.check(&p); msg != "" {
+			return fail("calendar", "%s", msg)
+		}
 	}
 	// The fields' own checks, all reported at once.
 	var errs []error

@@ -27,7 +27,9 @@
 // # Fixed window (REQUIREMENTS A1)
 //
 // Windows are aligned to multiples of W since the epoch, so every process
-// agrees on them: start = now − now mod W. State: A = start, B = count,
+// agrees on them: start = now − now mod W. A calendar period (a month in
+// a time zone) is no multiple of anything: the caller finds the period
+// that holds now and passes its start and length as Params.Start and W. State: A = start, B = count,
 // W = the window.
 // avail = Q − count; ResetAfter = start + W − now; a denied cost fits at
 // the next window, so RetryAfter = ResetAfter. The known flaw is kept:

@@ -8,7 +8,7 @@ const maxExact = 1 << 53
 // the quota (a post-charge): a count past the quota refuses the rest of
 // the window. The count stops at 2^53.
 func PostFixedWindow(s *State, now int64, p Params, cost int64) {
-	start := now - now%p.Window
+	start := windowStart(now, p)
 	var count int64
 	if window(s, p) == p.Window {
 		start = max(start, s.A)
@@ -20,9 +20,10 @@ func PostFixedWindow(s *State, now int64, p Params, cost int64) {
 }
 
 // RefundFixedWindow gives n back to the window that held time at, if the
-// state still counts it; never below 0.
+// state still counts it (its window, of its own length, holds at); never
+// below 0.
 func RefundFixedWindow(s *State, at int64, p Params, n int64) {
-	if window(s, p) == p.Window && s.A == at-at%p.Window {
+	if s.A <= at && at < s.A+window(s, p) {
 		s.B = max(s.B-n, 0)
 	}
 }

@@ -341,7 +341,7 @@ func decideAll(head *node, unused bool, now int64, cost floodgate.Cost, policies
 				}
 				log = n.log
 			}
-			r = log.Take(now, params(p), c)
+			r = log.Take(now, params(p, now), c)
 		} else {
 			if n != nil && n.exp > now {
 				st = n.state
@@ -380,7 +380,7 @@ func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, 
 			if n.log == nil {
 				n.log = new(algorithm.Log)
 			}
-			n.log.Add(now, params(p), c)
+			n.log.Add(now, params(p, now), c)
 			continue
 		}
 		n.state = pend[i].state
@@ -453,15 +453,15 @@ func post(n *node, p *floodgate.Policy, now, c int64) {
 		if n.log == nil {
 			n.log = new(algorithm.Log)
 		}
-		n.log.Post(now, params(p), c)
+		n.log.Post(now, params(p, now), c)
 	case floodgate.FixedWindow:
-		algorithm.PostFixedWindow(&n.state, now, params(p), c)
+		algorithm.PostFixedWindow(&n.state, now, params(p, now), c)
 	case floodgate.SlidingWindowCounter:
-		algorithm.PostSlidingWindowCounter(&n.state, now, params(p), c)
+		algorithm.PostSlidingWindowCounter(&n.state, now, params(p, now), c)
 	case floodgate.TokenBucket:
-		algorithm.PostTokenBucket(&n.state, now, params(p), c)
+		algorithm.PostTokenBucket(&n.state, now, params(p, now), c)
 	default:
-		algorithm.PostGCRA(&n.state, now, params(p), c)
+		algorithm.PostGCRA(&n.state, now, params(p, now), c)
 	}
 }
 
@@ -473,13 +473,13 @@ func refund(n *node, p *floodgate.Policy, at, c int64) {
 			n.log.Refund(at, c)
 		}
 	case floodgate.FixedWindow:
-		algorithm.RefundFixedWindow(&n.state, at, params(p), c)
+		algorithm.RefundFixedWindow(&n.state, at, params(p, at), c)
 	case floodgate.SlidingWindowCounter:
-		algorithm.RefundSlidingWindowCounter(&n.state, at, params(p), c)
+		algorithm.RefundSlidingWindowCounter(&n.state, at, params(p, at), c)
 	case floodgate.TokenBucket:
-		algorithm.RefundTokenBucket(&n.state, params(p), c)
+		algorithm.RefundTokenBucket(&n.state, params(p, at), c)
 	default:
-		algorithm.RefundGCRA(&n.state, params(p), c)
+		algorithm.RefundGCRA(&n.state, params(p, at), c)
 	}
 }
 
@@ -488,18 +488,24 @@ func refund(n *node, p *floodgate.Policy, at, c int64) {
 func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algorithm.Result) {
 	switch p.Algorithm {
 	case floodgate.FixedWindow:
-		algorithm.FixedWindow(st, now, params(p), cost, r)
+		algorithm.FixedWindow(st, now, params(p, now), cost, r)
 	case floodgate.SlidingWindowCounter:
-		algorithm.SlidingWindowCounter(st, now, params(p), cost, r)
+		algorithm.SlidingWindowCounter(st, now, params(p, now), cost, r)
 	case floodgate.TokenBucket:
-		algorithm.TokenBucket(st, now, params(p), cost, r)
+		algorithm.TokenBucket(st, now, params(p, now), cost, r)
 	default:
-		algorithm.GCRA(st, now, params(p), cost, r)
+		algorithm.GCRA(st, now, params(p, now), cost, r)
 	}
 }
 
-func params(p *floodgate.Policy) algorithm.Params {
-	return algorithm.Params{Quota: p.Quota, Capacity: p.Capacity(), Window: p.Window.Microseconds()}
+// params returns p's numbers for the algorithms; for a calendar policy,
+// with the window (start and length) that holds now.
+func params(p *floodgate.Policy, now int64) algorithm.Params {
+	ap := algorithm.Params{Quota: p.Quota, Capacity: p.Capacity(), Window: p.Window.Microseconds()}
+	if p.Calendar != nil {
+		ap.Start, ap.Window = p.Span(now)
+	}
+	return ap
 }
 
 // setResult writes r's numbers into res, leaving res.Policy to the caller.

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"encoding/binary"
 	"math"
+	"time"
 
 	"github.com/floodgate/floodgate"
 )
@@ -18,6 +19,11 @@ var wireCode = [...]byte{
 	floodgate.TokenBucket:          4,
 	floodgate.GCRA:                 5,
 }
+
+// calendarCode is the wire code of a fixed window with a floodgate.Calendar:
+// its capacity field carries the period's start (µs), its window the
+// period's length.
+const calendarCode = 6
 
 // encode writes r's script argument (see lua/dispatch.lua): now (µs, or -1
 // for the server's TIME); for a post-charge -1, for a refund the time (µs)
@@ -40,6 +46,10 @@ func (r *request) encode(now int64, policies []floodgate.Policy, cost floodgate.
 	}
 	for i := range policies {
 		p := &policies[i]
+		if p.Calendar != nil {
+			b = appendCalendar(b, p, now, cost)
+			continue
+		}
 		b = append(b, wireCode[p.Algorithm])
 		b = appendFloat(b, p.Quota)
 		b = appendFloat(b, p.Capacity())
@@ -47,6 +57,21 @@ func (r *request) encode(now int64, policies []floodgate.Policy, cost floodgate.
 		b = appendFloat(b, cost.Of(p.Unit))
 	}
 	r.arg = b
+}
+
+// appendCalendar encodes a calendar policy: the period that holds now, on
+// the local clock when now is the server's. (A refund finds the period of
+// its cost from the state, which keeps its period's start and length.)
+func appendCalendar(b []byte, p *floodgate.Policy, now int64, cost floodgate.Cost) []byte {
+	if now < 0 {
+		now = time.Now().UnixMicro()
+	}
+	start, length := p.Span(now)
+	b = append(b, calendarCode)
+	b = appendFloat(b, p.Quota)
+	b = appendFloat(b, start)
+	b = appendFloat(b, length)
+	return appendFloat(b, cost.Of(p.Unit))
 }
 
 func appendFloat(b []byte, x int64) []byte {

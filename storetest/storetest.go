@@ -114,7 +114,7 @@ func pol(name string, a floodgate.Algorithm, quota int64, window time.Duration, 
 // Run runs the whole suite against stores made by newStore.
 func Run(t *testing.T, newStore NewStore) {
 	t.Run("Scripts", func(t *testing.T) {
-		for _, sc := range append(scripts(), settleScripts()...) {
+		for _, sc := range append(append(scripts(), settleScripts()...), calendarScripts(t)...) {
 			t.Run(sc.name, func(t *testing.T) { play(t, newStore, sc) })
 		}
 	})

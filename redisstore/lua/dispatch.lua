@@ -28,6 +28,7 @@ local WIRE = {
   [3] = sliding_counter,
   [4] = token_bucket,
   [5] = gcra,
+  [6] = function() return fixed_window(true) end,
 }
 local TAKE, COMMIT, OWE, REFUND = {}, {}, {}, {}
 
