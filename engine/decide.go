@@ -182,6 +182,35 @@ func (o *Outcome) Charge(ctx context.Context, cost floodgate.Cost) bool {
 	return true
 }
 
+// Settle charges an admitted request's actual cost in the Requests unit
+// once its work is done (a token count the answer reports): what exceeds
+// charged, the cost it was admitted with, as a post-charge (counted even
+// past the quota, leaving the key in debt), or the difference back as a
+// refund of the cost admitted at time at, on the rate policies it was
+// decided against (the rule's and the plan's, each under its key). It
+// holds no slot and reports no Event.
+//
+// Errors: floodgate.ErrInvalidCost for a negative actual cost, and the
+// store's (floodgate.ErrStoreUnavailable under FailClosed).
+func (o *Outcome) Settle(ctx context.Context, charged, actual int64, at time.Time) error {
+	if actual < 0 {
+		return fmt.Errorf("%w: actual cost %d", floodgate.ErrInvalidCost, actual)
+	}
+	cost := floodgate.Cost{Requests: actual - charged, Kind: floodgate.Post}
+	if actual < charged {
+		cost = floodgate.Cost{Requests: charged - actual, Kind: floodgate.Refund, At: at}
+	}
+	for _, sp := range o.spent {
+		if sp.s == nil || sp.s.limiter == nil || cost.Requests == 0 {
+			continue
+		}
+		if _, err := sp.s.limiter.TakeCost(ctx, sp.key, cost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Release gives back the in-flight slots the request holds; call it when
 // the request's work ends (a door defers it, so it runs on panic too).
 // Calling it again, or on an Outcome without slots, does nothing.

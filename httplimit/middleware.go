@@ -116,7 +116,9 @@ type Config struct {
 	// key's refusals by one rule; default DefaultRefusalLogInterval (10s),
 	// negative for a record per refusal.
 	RefusalLogInterval time.Duration
-	// Now is the clock for X-RateLimit-Reset epochs; default time.Now.
+	// Now is the clock for X-RateLimit-Reset epochs and for the time a
+	// refund (Rule.CostHeader) names its charge by; default time.Now.
+	// Give the store the same clock.
 	Now func() time.Time
 }
 
@@ -341,6 +343,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if ru.bytes && r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody {
 		// A copy: the outcome itself stays on the stack in the common case.
 		r.Body = &meteredBody{ReadCloser: r.Body, ctx: r.Context(), out: out, left: ru.maxBody}
+	}
+	if ru.costHeader != "" {
+		m.serveCounted(w, r, next, ru, &out, req.Cost.Requests)
+		return
 	}
 	next.ServeHTTP(w, r)
 }
