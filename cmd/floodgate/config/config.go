@@ -245,6 +245,10 @@ type Rule struct {
 	Policies []string `yaml:"policies"`
 	// Cost charges each matching request; default 1.
 	Cost int64 `yaml:"cost"`
+	// CostHeader names the upstream's response header or trailer that
+	// reports the request's actual cost (e.g. X-Tokens-Used): the gateway
+	// removes it and settles Cost with it (httplimit.Rule.CostHeader).
+	CostHeader string `yaml:"cost_header"`
 	// Mode: enforce (default), shadow or throttle.
 	Mode engine.Mode `yaml:"mode"`
 	// MaxDelay bounds the wait of throttle mode; required with it.

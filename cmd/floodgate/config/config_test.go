@@ -428,3 +428,10 @@ func TestRedisInFlight(t *testing.T) {
 		}
 	}
 }
+
+func TestCostHeaderName(t *testing.T) {
+	got := parseErr(t, "policies: {p: {algorithm: gcra, quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: [p], cost_header: \"X Tokens\"}\n")
+	if want := `rules[0].cost_header: "X Tokens" is no header name`; !strings.Contains(got, want) {
+		t.Fatalf("error %q, want it to contain %q", got, want)
+	}
+}

@@ -82,6 +82,9 @@ func start(t *testing.T, yaml string, opts ...Option) *fixture {
 		default:
 		}
 		w.Header().Set("X-Upstream", "yes")
+		if c := r.Header.Get("X-Test-Cost"); c != "" { // what an upstream reports it spent
+			w.Header().Set("X-Tokens-Used", c)
+		}
 		fmt.Fprintf(w, "upstream %s %s", r.Method, r.URL.Path)
 	}))
 	t.Cleanup(f.upstream.Close)
@@ -857,5 +860,35 @@ rules:
 	resp, m := check(t, f, `{"key":"k","rule":"login"}`)
 	if resp.StatusCode != 200 || m["allowed"] != true || m["remaining"] != float64(1) {
 		t.Fatalf("check of the covered rule: %d %v", resp.StatusCode, m)
+	}
+}
+
+// TestGatewayCostHeader: the upstream reports the tokens an answer used;
+// the gateway strips the header and settles the rule's cost with it, so
+// a key past its quota is refused until the window ends.
+func TestGatewayCostHeader(t *testing.T) {
+	f := start(t, `
+gateway: {listen: "127.0.0.1:0", upstream: %q}
+log: {level: error}
+policies:
+  tokens: {algorithm: fixed-window, quota: 100, window: 1h}
+rules:
+  - {name: llm, match: "/v1/", policies: [tokens], cost: 10, cost_header: X-Tokens-Used}
+`)
+	for i, c := range []struct {
+		cost, remaining string
+		status          int
+	}{
+		{"60", "90", 200}, // 10 admitted, then 50 more posted: 40 left
+		{"70", "30", 200}, // 10 admitted, then 60 more posted: 110 of 100
+		{"1", "0", 429},   // in debt
+	} {
+		resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/v1/chat"), "", "X-Test-Cost", c.cost)
+		if resp.StatusCode != c.status || resp.Header.Get("X-Ratelimit-Remaining") != c.remaining {
+			t.Fatalf("request %d: %d, X-RateLimit-Remaining %q; want %d, %s", i, resp.StatusCode, resp.Header.Get("X-Ratelimit-Remaining"), c.status, c.remaining)
+		}
+		if _, ok := resp.Header["X-Tokens-Used"]; ok {
+			t.Fatalf("request %d: the client sees the upstream's cost header", i)
+		}
 	}
 }
