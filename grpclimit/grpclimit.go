@@ -81,15 +81,24 @@ type Config struct {
 	// Key is the partition key; default ByPeer(nil).
 	Key KeyFunc
 	// Fields writes the response metadata; the zero value sends the
-	// draft-11 fields and X-RateLimit-* (engine.Both).
+	// draft-11 fields and X-RateLimit-* (engine.Both). Its Now is also
+	// the time a refund (CostKey) names its charge by.
 	Fields engine.Fields
+	// CostKey names a response metadata key (lower case) in which the
+	// handler reports the call's actual cost, in a trailer (grpc.SetTrailer)
+	// or its header: the interceptor removes it before it is sent and
+	// settles the call's cost of 1 with it, the excess post-charged
+	// (counted even past the quota), a smaller cost refunded. A value that
+	// is no non-negative integer is removed and ignored. "" reads nothing.
+	CostKey string
 }
 
 // Limiter holds the interceptors of one rule.
 type Limiter struct {
-	rule   *engine.Compiled
-	key    KeyFunc
-	fields engine.Fields
+	rule    *engine.Compiled
+	key     KeyFunc
+	fields  engine.Fields
+	costKey string
 }
 
 // New returns a Limiter, or an error when cfg has no Rule.
@@ -100,7 +109,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Key == nil {
 		cfg.Key = ByPeer(nil)
 	}
-	return &Limiter{rule: cfg.Rule, key: cfg.Key, fields: cfg.Fields}, nil
+	return &Limiter{rule: cfg.Rule, key: cfg.Key, fields: cfg.Fields, costKey: strings.ToLower(cfg.CostKey)}, nil
 }
 
 // Unary is the unary server interceptor.
@@ -111,7 +120,13 @@ func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 			return nil, err
 		}
 		defer out.Release()
-		return handler(ctx, req)
+		if l.costKey == "" {
+			return handler(ctx, req)
+		}
+		c, at := &costTaker{key: l.costKey}, l.now()
+		resp, err := handler(withCost(ctx, c), req)
+		l.settle(ctx, out, c, at)
+		return resp, err
 	}
 }
 
@@ -124,7 +139,13 @@ func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 			return err
 		}
 		defer out.Release()
-		return handler(srv, ss)
+		if l.costKey == "" {
+			return handler(srv, ss)
+		}
+		c, at := &costTaker{key: l.costKey}, l.now()
+		err = handler(srv, serverStream{ss, c, withCost(ss.Context(), c)})
+		l.settle(ss.Context(), out, c, at)
+		return err
 	}
 }
 
