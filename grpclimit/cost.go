@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
 )
 
@@ -84,7 +85,7 @@ func (l *Limiter) settle(ctx context.Context, out *engine.Outcome, c *costTaker,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_ = out.Settle(ctx, 1, c.cost, at)
+	_ = out.Settle(ctx, floodgate.Cost{Requests: 1}, floodgate.Cost{Requests: c.cost}, at)
 }
 
 // now is the time a refund names its charge by: the fields' clock.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
 )
 
@@ -103,7 +104,7 @@ func (m *Middleware) serveCounted(w http.ResponseWriter, r *http.Request, next h
 	// The response is done: the settlement must not die with its context.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if err := out.Settle(ctx, charged, cw.cost, at); err != nil {
+	if err := out.Settle(ctx, floodgate.Cost{Requests: charged}, floodgate.Cost{Requests: cw.cost}, at); err != nil {
 		m.logger.LogAttrs(ctx, slog.LevelError, "rate limit settlement failed", slog.String("rule", ru.name), slog.Any("error", err))
 	}
 }

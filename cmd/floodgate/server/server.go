@@ -60,6 +60,8 @@ type Server struct {
 	rls *rlsFace  // the envoy_rls gRPC listener (rls.go)
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
+
+	held reservations // the API's checks to settle (settle.go)
 }
 
 // Option configures a Server.
@@ -366,6 +368,7 @@ func (s *Server) route(mux *http.ServeMux, f Face, addr string) {
 	switch f {
 	case FaceAPI:
 		api("POST /v1/check", config.ScopeCheck, s.handleCheck)
+		api("POST /v1/settle", config.ScopeCheck, s.handleSettle)
 		api("GET /v1/limits/{key...}", config.ScopeRead, s.handlePeek)
 		api("DELETE /v1/limits/{key...}", config.ScopeReset, s.handleReset)
 	case FaceForwardAuth:

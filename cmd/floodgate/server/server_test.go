@@ -892,3 +892,48 @@ rules:
 		}
 	}
 }
+
+// TestAPISettle: a check with "reserve" answers a reservation id, which
+// POST /v1/settle settles once with the actual cost: the excess counted
+// past the quota, so the next check is refused; a second settle, an
+// unknown id and a reserving batch are refused.
+func TestAPISettle(t *testing.T) {
+	f := start(t, baseConfig)
+	settle := func(body string) int {
+		t.Helper()
+		resp, _ := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/settle"), body)
+		return resp.StatusCode
+	}
+	_, m := check(t, f, `{"key":"u1","rule":"login","reserve":true}`)
+	id, _ := m["reservation"].(string)
+	if m["allowed"] != true || m["remaining"] != float64(2) || len(id) != 32 {
+		t.Fatalf("reserving check: %v", m)
+	}
+	if code := settle(`{"reservation":"` + id + `","cost":5}`); code != 204 {
+		t.Fatalf("settle: %d", code)
+	}
+	if _, m := check(t, f, `{"key":"u1","rule":"login"}`); m["allowed"] != false || m["remaining"] != float64(0) {
+		t.Fatalf("after 5 of 3: %v, want refused", m)
+	}
+	for body, want := range map[string]int{
+		`{"reservation":"` + id + `","cost":1}`: 404, // settled already
+		`{"reservation":"nope","cost":1}`:       404,
+		`{"reservation":"` + id + `"}`:          400,
+		`{"reservation":"x","cost":-1}`:         400,
+	} {
+		if code := settle(body); code != want {
+			t.Errorf("settle %s: %d, want %d", body, code, want)
+		}
+	}
+	// A refund: reserve 3 of the fresh key's 3, settle at 1: 2 back.
+	_, m = check(t, f, `{"key":"u2","rule":"login","cost":3,"reserve":true}`)
+	if code := settle(`{"reservation":"` + m["reservation"].(string) + `","cost":1}`); code != 204 {
+		t.Fatalf("refund: %d", code)
+	}
+	if _, m := check(t, f, `{"key":"u2","rule":"login","cost":2}`); m["allowed"] != true || m["remaining"] != float64(0) {
+		t.Fatalf("after the refund: %v, want 2 admitted", m)
+	}
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), `[{"key":"u3","rule":"login","reserve":true}]`); resp.StatusCode != 400 {
+		t.Errorf("reserving batch: %d", resp.StatusCode)
+	}
+}
