@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/floodgate/floodgate"
@@ -110,16 +109,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	s.countCheck(&out)
 	st.setHeaders(w.Header(), &out)
 	// The answer is written over the body, which the decoders copied from.
-	b := appendOutcome(body[:0], req.Key, &out)
-	if req.Reserve && out.Verdict == engine.Allowed && !out.Degraded {
-		cost := int64(1)
-		if req.Cost != nil {
-			cost = *req.Cost
-		}
-		b = append(b[:len(b)-1], `,"reservation":"`...)
-		b = append(append(b, s.held.hold(out, cost, time.Now())...), `"}`...)
-	}
-	writeJSON(w, http.StatusOK, b)
+	writeJSON(w, http.StatusOK, s.reserve(appendOutcome(body[:0], req.Key, &out), &req, &out))
 }
 
 func (s *Server) countCheck(o *engine.Outcome) {

@@ -71,6 +71,20 @@ func (rs *reservations) take(id string, now time.Time) (reservation, bool) {
 	return r, ok && now.Sub(r.at) <= floodgate.DefaultSettleWithin
 }
 
+// reserve holds an admitted check that asked for it, and adds its id to
+// the answer b (a JSON object).
+func (s *Server) reserve(b []byte, req *CheckRequest, out *engine.Outcome) []byte {
+	if !req.Reserve || out.Verdict != engine.Allowed || out.Degraded {
+		return b
+	}
+	cost := int64(1)
+	if req.Cost != nil {
+		cost = *req.Cost
+	}
+	b = append(b[:len(b)-1], `,"reservation":"`...)
+	return append(append(b, s.held.hold(*out, cost, time.Now())...), `"}`...)
+}
+
 // handleSettle is POST /v1/settle: 204 once settled, 404 for a
 // reservation unknown, settled already or expired. The id, 128 random
 // bits, is the capability: a caller with the check scope that holds it
