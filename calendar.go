@@ -34,6 +34,17 @@ func (p Period) String() string {
 	return periodNames[p]
 }
 
+// ParsePeriod is the inverse of Period.String. It returns a *PolicyError
+// for an unknown name.
+func ParsePeriod(s string) (Period, error) {
+	for p, name := range periodNames {
+		if p != 0 && name == s {
+			return Period(p), nil
+		}
+	}
+	return 0, &PolicyError{Field: "calendar", Msg: fmt.Sprintf("unknown period %q (want day, week, month, year or billing)", s)}
+}
+
 // nominal is each period's length in RateLimit-Policy's w (Policy.Window):
 // the periods vary, so w cannot be their real length.
 var nominal = [...]time.Duration{Day: 24 * time.Hour, Week: 7 * 24 * time.Hour, Month: 30 * 24 * time.Hour, Year: 365 * 24 * time.Hour, Billing: 30 * 24 * time.Hour}

@@ -227,6 +227,16 @@ type PolicySpec struct {
 	// Unit: requests (default), content-bytes (floodgate.Unit), or
 	// concurrent-requests, which makes the policy a floodgate.Concurrency.
 	Unit string `yaml:"unit"`
+	// Calendar makes a fixed-window policy count per calendar period (day,
+	// week, month, year or billing; floodgate.Calendar); window is then
+	// its nominal length and may be left out.
+	Calendar string `yaml:"calendar"`
+	// Zone is the calendar's IANA time zone, e.g. Europe/Berlin; default UTC.
+	Zone string `yaml:"zone"`
+	// FirstDay is a calendar week's first day, e.g. monday; default sunday.
+	FirstDay string `yaml:"first_day"`
+	// AnchorDay is the day of the month a billing period starts on, 1–31.
+	AnchorDay int `yaml:"anchor_day"`
 }
 
 // Rule limits the requests matching its pattern.
