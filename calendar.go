@@ -77,6 +77,21 @@ func (c *Calendar) Nominal() time.Duration {
 	return nominal[c.Period]
 }
 
+// Same reports whether c and d count the same periods: both nil, or the
+// same period, zone (by name), first day and anchor day.
+func (c *Calendar) Same(d *Calendar) bool {
+	if c == nil || d == nil {
+		return c == d
+	}
+	zone := func(l *time.Location) string {
+		if l == nil {
+			return time.UTC.String()
+		}
+		return l.String()
+	}
+	return c.Period == d.Period && zone(c.Location) == zone(d.Location) && c.FirstDay == d.FirstDay && c.AnchorDay == d.AnchorDay
+}
+
 // Bounds returns the period that holds t: its first instant and the first
 // instant of the next, in c's time zone. A midnight that a DST change
 // skips starts its day at the first instant after it.

@@ -81,3 +81,19 @@ func TestCalendarValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestCalendarSame(t *testing.T) {
+	berlin := zone(t, "Europe/Berlin")
+	again := zone(t, "Europe/Berlin")
+	a := &floodgate.Calendar{Period: floodgate.Month, Location: berlin}
+	switch {
+	case !a.Same(&floodgate.Calendar{Period: floodgate.Month, Location: again}):
+		t.Error("one zone loaded twice differs")
+	case a.Same(&floodgate.Calendar{Period: floodgate.Month}):
+		t.Error("Berlin equals UTC")
+	case a.Same(nil) || !(*floodgate.Calendar)(nil).Same(nil):
+		t.Error("nil calendars")
+	case !(&floodgate.Calendar{Period: floodgate.Day}).Same(&floodgate.Calendar{Period: floodgate.Day, Location: time.UTC}):
+		t.Error("nil location is UTC")
+	}
+}

@@ -293,7 +293,7 @@ func sameDefinitions(rules []*rule) error {
 				seen[p.Name] = def{p, r.name}
 				continue
 			}
-			if d.p.Algorithm != p.Algorithm || d.p.Unit != p.Unit || d.p.Quota != p.Quota || d.p.Window != p.Window || d.p.Capacity() != p.Capacity() {
+			if d.p.Algorithm != p.Algorithm || d.p.Unit != p.Unit || d.p.Quota != p.Quota || d.p.Window != p.Window || d.p.Capacity() != p.Capacity() || !d.p.Calendar.Same(p.Calendar) {
 				return fmt.Errorf("httplimit: %w: policy %q is defined differently by rules %q (%s) and %q (%s); policies with one name share their state, so give each its own name",
 					floodgate.ErrInvalidPolicy, p.Name, d.rule, describe(d.p), r.name, describe(p))
 			}
