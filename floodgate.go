@@ -122,7 +122,43 @@ func (d *Decision) summarize() {
 type Cost struct {
 	Requests     int64
 	ContentBytes int64
+	// Kind is how the cost is charged: Admit (the zero value) spends it
+	// only if it fits; Post always counts it; Refund gives it back.
+	Kind CostKind
+	// At is, for a Refund, when the refunded cost was admitted: the window
+	// algorithms give it back only to the window it was spent in (a
+	// window that has ended was charged and is gone). It is read on the
+	// caller's clock, so a skew between that clock and the store's moves a
+	// refund admitted within the skew of a window's end to the other
+	// window. Ignored by Admit and Post.
+	At time.Time
 }
+
+// CostKind says how a Store charges a Cost.
+type CostKind uint8
+
+const (
+	// Admit spends the cost only if every policy has room for it, all or
+	// nothing (the Store.Take of a request before its work).
+	Admit CostKind = iota
+	// Post counts the cost whatever the quota: a charge that arrives after
+	// the work (tokens an answer used, rows it exported). A key past its
+	// quota is left in debt: the next requests are refused until the
+	// debt is repaid, by the window's end for the window algorithms and
+	// by refill for the bucket ones (package algorithm, "Post-charges").
+	// Every policy charged reports Allowed; a post-charge may exceed a
+	// policy's capacity, up to MaxPost.
+	Post
+	// Refund gives back a cost admitted at Cost.At, never below an empty
+	// state: the difference when a request used less than it reserved.
+	// Every policy reports its standing after the refund, Allowed.
+	Refund
+)
+
+// MaxPost is the largest post-charge in one unit: 2^53, where the Redis
+// store's numbers stop being exact. The debt a key can hold is bounded the
+// same way (package algorithm, "Post-charges").
+const MaxPost = 1 << 53
 
 // Of returns the cost in unit u.
 func (c Cost) Of(u Unit) int64 {
@@ -132,8 +168,8 @@ func (c Cost) Of(u Unit) int64 {
 	return c.Requests
 }
 
-// IsPeek reports whether c spends nothing in any unit.
-func (c Cost) IsPeek() bool { return c.Requests == 0 && c.ContentBytes == 0 }
+// IsPeek reports whether c is an Admit that spends nothing in any unit.
+func (c Cost) IsPeek() bool { return c.Requests == 0 && c.ContentBytes == 0 && c.Kind == Admit }
 
 // Store keeps rate-limit state. Implementations must make each Take atomic
 // across all of its policies, also against other processes sharing the

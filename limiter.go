@@ -73,6 +73,7 @@ type Limiter struct {
 	logEvery      time.Duration
 	logger        *slog.Logger
 	now           func() time.Time
+	settleWithin  time.Duration
 	sleep         func(context.Context, time.Duration) error
 
 	storeErrors atomic.Uint64
@@ -85,17 +86,18 @@ type Option func(*config)
 
 // config collects the options before NewLimiter checks and applies them.
 type config struct {
-	mode       FailureMode
-	modeSet    bool
-	local      Store
-	share      float64
-	localSet   bool
-	logger     *slog.Logger
-	logEvery   time.Duration
-	retryStore time.Duration
-	clock      Clock
-	breaker    *Breaker
-	breakerSet bool
+	mode         FailureMode
+	modeSet      bool
+	local        Store
+	share        float64
+	localSet     bool
+	logger       *slog.Logger
+	logEvery     time.Duration
+	retryStore   time.Duration
+	clock        Clock
+	breaker      *Breaker
+	breakerSet   bool
+	settleWithin time.Duration
 }
 
 // Clock is where a Limiter reads the time and how it waits. The default is
@@ -172,7 +174,7 @@ func NewLimiter(store Store, policies []Policy, opts ...Option) (*Limiter, error
 	if err := ValidatePolicies(policies); err != nil {
 		return nil, err
 	}
-	c := config{retryStore: DefaultBreakerCooldown, logEvery: 10 * time.Second, logger: slog.Default(), clock: SystemClock}
+	c := config{settleWithin: DefaultSettleWithin, retryStore: DefaultBreakerCooldown, logEvery: 10 * time.Second, logger: slog.Default(), clock: SystemClock}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -183,16 +185,17 @@ func NewLimiter(store Store, policies []Policy, opts ...Option) (*Limiter, error
 		return nil, err
 	}
 	l := &Limiter{
-		store:      store,
-		policies:   append([]Policy(nil), policies...),
-		mode:       c.mode,
-		local:      c.local,
-		retryStore: c.retryStore,
-		logEvery:   c.logEvery,
-		logger:     c.logger,
-		now:        c.clock.Now,
-		sleep:      c.clock.Sleep,
-		breaker:    c.breaker,
+		store:        store,
+		policies:     append([]Policy(nil), policies...),
+		mode:         c.mode,
+		local:        c.local,
+		retryStore:   c.retryStore,
+		logEvery:     c.logEvery,
+		logger:       c.logger,
+		now:          c.clock.Now,
+		settleWithin: c.settleWithin,
+		sleep:        c.clock.Sleep,
+		breaker:      c.breaker,
 	}
 	if l.breaker == nil {
 		l.breaker = NewBreaker(BreakerConfig{Cooldown: max(c.retryStore, time.Nanosecond), Now: c.clock.Now, OnChange: BreakerLogger(c.logger, "")})
@@ -233,6 +236,8 @@ func (c *config) check() error {
 		return bad("WithClock: nil clock")
 	case c.breakerSet && c.breaker == nil:
 		return bad("WithBreaker: nil breaker")
+	case c.settleWithin <= 0:
+		return bad("WithSettleWithin: %v is not positive", c.settleWithin)
 	}
 	return nil
 }

@@ -149,6 +149,10 @@ type Policy struct {
 	// Unit is what Quota counts: which part of a Cost the policy is
 	// charged (Cost.Of).
 	Unit Unit
+	// Calendar, for a FixedWindow only, counts per calendar period (a
+	// day, week, month, year or billing period in a time zone) instead of
+	// per Window since the epoch; nil for none.
+	Calendar *Calendar
 }
 
 // maxExact bounds Capacity × Window in microseconds for the algorithms that
@@ -185,7 +189,7 @@ func (p Policy) Scaled(share float64) Policy {
 type PolicyError struct {
 	Kind  string // "policy" or "concurrency"; "" when no one limit is at fault
 	Name  string // the limit's name, as given
-	Field string // "name", "algorithm", "unit", "quota", "window", "burst" or "max"; "" for the limit as a whole
+	Field string // "name", "algorithm", "unit", "quota", "window", "burst", "calendar" or "max"; "" for the limit as a whole
 	Msg   string // what is wrong, without the field's name: "must be positive, got 0"
 }
 
@@ -230,6 +234,11 @@ func (p Policy) Validate() error {
 	}
 	if p.Algorithm == 0 {
 		return fail("", "no algorithm set (want one of %s)", strings.Join(algorithmNames[1:], ", "))
+	}
+	if p.Calendar != nil {
+		if msg := p.Calendar.check(&p); msg != "" {
+			return fail("calendar", "%s", msg)
+		}
 	}
 	// The fields' own checks, all reported at once.
 	var errs []error
@@ -323,16 +332,25 @@ func ValidateLimits(policies []Policy, caps []Concurrency) error {
 	return nil
 }
 
-// CheckCost returns ErrInvalidCost for a negative cost and
+// CheckCost returns ErrInvalidCost for a negative cost, an unknown Kind
+// or a Post above MaxPost, and, for an Admit or a Refund,
 // ErrCostExceedsQuota when the cost in some policy's unit is above its
-// Capacity: such a request could never pass, so waiting would not help.
-// Stores call it before touching any state.
+// Capacity: such a request could never pass, so waiting would not help
+// (and no admitted cost is larger, to refund). Stores call it before
+// touching any state.
 func CheckCost(cost Cost, policies []Policy) error {
 	switch {
 	case cost.Requests < 0:
 		return fmt.Errorf("%w: %d requests; a cost is at least 0", ErrInvalidCost, cost.Requests)
 	case cost.ContentBytes < 0:
 		return fmt.Errorf("%w: %d content bytes; a cost is at least 0", ErrInvalidCost, cost.ContentBytes)
+	case cost.Kind > Refund:
+		return fmt.Errorf("%w: unknown cost kind %d", ErrInvalidCost, cost.Kind)
+	case cost.Kind == Post:
+		if cost.Requests > MaxPost || cost.ContentBytes > MaxPost {
+			return fmt.Errorf("%w: a post-charge is at most 2^53 in each unit", ErrInvalidCost)
+		}
+		return nil
 	}
 	for i := range policies { // by index: a Policy is too large to copy on every request
 		if p := &policies[i]; cost.Of(p.Unit) > p.Capacity() {

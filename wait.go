@@ -27,8 +27,8 @@ const minPause = time.Millisecond
 // Errors: those of Take, returned at once (ErrInvalidCost,
 // ErrCostExceedsQuota, and ErrStoreUnavailable under FailClosed);
 // ErrWaitExceedsDeadline as above; ctx.Err() when ctx ends during the
-// wait, with the last denied Decision. There is no Reserve: a store admits
-// only what fits now, so quota cannot be promised for later.
+// wait, with the last denied Decision. Reserve is not a promise of quota
+// for later either: it admits an estimate now, to be settled.
 func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Decision, error) {
 	c := Cost{Requests: cost, ContentBytes: cost}
 	for {

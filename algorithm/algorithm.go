@@ -5,6 +5,18 @@ type Params struct {
 	Quota    int64 // Q: units per window
 	Capacity int64 // C: bucket size of TokenBucket and GCRA (Burst, or Quota)
 	Window   int64 // W: window in microseconds, ≥ 1
+	// Start is, for a fixed window of a calendar period, the start (µs) of
+	// the period that holds the decision's time, Window its length; 0
+	// for windows aligned to multiples of Window since the epoch.
+	Start int64
+}
+
+// windowStart is the start of the fixed window that holds now.
+func windowStart(now int64, p Params) int64 {
+	if p.Start != 0 {
+		return p.Start
+	}
+	return now - now%p.Window
 }
 
 // State is the per-(key, policy) state of the O(1) algorithms; the meaning

@@ -32,24 +32,28 @@ func TokenBucket(s *State, now int64, p Params, cost int64, r *Result) {
 // (0 in a state written before it was kept: the current quota), writes the
 // decision to *r, and updates *s if it admits a cost.
 func GCRA(s *State, now int64, p Params, cost int64, r *Result) {
-	var debt int64
-	if s.A > now || s.A == now && s.B > 0 {
-		// The debt in units × W does not depend on the quota, so a TAT kept
-		// under another quota keeps its meaning: the units spent.
-		q := s.C
-		if q == 0 {
-			q = p.Quota
-		}
-		debt = rescale((s.A-now)*q+s.B, window(s, p), p)
-	}
 	*r = Result{}
-	debt = bucket(r, debt, p, cost)
+	debt := bucket(r, gcraDebt(s, now, p), p, cost)
 	if !r.Allowed || cost == 0 {
 		r.Expires = s.A + b2i(s.B > 0)
 		return
 	}
 	*s = State{A: now + debt/p.Quota, B: debt % p.Quota, C: p.Quota, W: p.Window}
 	r.Expires = s.A + b2i(s.B > 0)
+}
+
+// gcraDebt is the debt (units × W) that GCRA's state stands for at now.
+func gcraDebt(s *State, now int64, p Params) int64 {
+	if s.A < now || s.A == now && s.B == 0 {
+		return 0
+	}
+	// The debt in units × W does not depend on the quota, so a TAT kept
+	// under another quota keeps its meaning: the units spent.
+	q := s.C
+	if q == 0 {
+		q = p.Quota
+	}
+	return rescale((s.A-now)*q+s.B, window(s, p), p)
 }
 
 // rescale reads debt d, in units × w0 (the window it was written under), in

@@ -27,7 +27,9 @@
 // # Fixed window (REQUIREMENTS A1)
 //
 // Windows are aligned to multiples of W since the epoch, so every process
-// agrees on them: start = now − now mod W. State: A = start, B = count,
+// agrees on them: start = now − now mod W. A calendar period (a month in
+// a time zone) is no multiple of anything: the caller finds the period
+// that holds now and passes its start and length as Params.Start and W. State: A = start, B = count,
 // W = the window.
 // avail = Q − count; ResetAfter = start + W − now; a denied cost fits at
 // the next window, so RetryAfter = ResetAfter. The known flaw is kept:
@@ -83,6 +85,37 @@
 // TAT would stand for another debt, so a raised quota would refuse what the
 // old one admitted. Read back through the quota it was written with, the
 // debt in units × W is the same under any quota, as the token bucket's is.
+//
+// # Post-charges and refunds
+//
+// A post-charge (PostFixedWindow, …, Log.Post) counts a cost whatever is
+// left: a charge that arrives after the work, such as the tokens an
+// answer used. It may take the key past its quota, into debt; a decision
+// then reports Remaining 0 and ResetAfter until the next unit is free
+// again, and refuses until the debt is repaid:
+//
+//   - fixed window: the count passes Q; the debt ends with the window;
+//   - sliding window log: an entry like any other; the debt is repaid as
+//     entries leave, and ResetAfter, while the log holds more than Q, is
+//     when enough have left for one unit (not when the oldest leaves);
+//   - sliding window counter: curr passes Q and weighs into the next
+//     window as prev, so the debt is repaid within two windows;
+//   - token bucket and GCRA: the debt d passes C·W; refill repays it at Q
+//     per W, and one unit is free again after ⌈(d − C·W + W)/Q⌉ µs.
+//
+// Every algorithm has one: a post-charge is a count for the window ones
+// and a debt for the bucket ones. To stay exact in the Redis store's Lua
+// numbers, a count stops at 2^53 (the sliding counter's at ⌊2^53/W⌋) and
+// a debt at 2^53 − Q (or C·W, if more); floodgate.CheckCost refuses a
+// post-charge above 2^53.
+//
+// A refund (RefundFixedWindow, …, Log.Refund) gives back n units of a
+// cost admitted at time at, never below an empty state: the fixed window
+// only to at's window if the state still counts it, the sliding counter to
+// curr or prev (whichever holds at's window), the log from the entries at
+// or after at (newest first), the buckets off the debt (which needs no
+// time: the debt decays from the last update whatever it is, and
+// max(0, max(0, d − e·Q) − n·W) = max(0, d − n·W − e·Q)).
 //
 // # Policy changes
 //

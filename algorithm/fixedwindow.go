@@ -5,7 +5,7 @@ package algorithm
 // written under another window is a window that has ended: the count
 // restarts in the policy's current window.
 func FixedWindow(s *State, now int64, p Params, cost int64, r *Result) {
-	start := now - now%p.Window
+	start := windowStart(now, p)
 	var count int64
 	if window(s, p) == p.Window {
 		start = max(start, s.A) // never step back into an older window

@@ -23,15 +23,12 @@ func (l *Log) Take(now int64, p Params, cost int64) Result {
 		r.ResetAfter = l.entries[0].At + p.Window - now
 		r.Expires = l.entries[len(l.entries)-1].At + p.Window
 	}
+	if l.total > p.Quota { // in debt (a post-charge): the next unit frees later
+		r.ResetAfter = l.wait(now, p, 1)
+	}
 	c := max(cost, 1)
 	if c > avail {
-		need := l.total + c - p.Quota
-		for _, e := range l.entries {
-			if need -= e.N; need <= 0 {
-				r.RetryAfter = e.At + p.Window - now
-				break
-			}
-		}
+		r.RetryAfter = l.wait(now, p, c)
 		return r
 	}
 	r.Allowed = true
@@ -43,6 +40,18 @@ func (l *Log) Take(now int64, p Params, cost int64) Result {
 		}
 	}
 	return r
+}
+
+// wait walks the entries from the oldest until enough leave the window
+// for c units to fit.
+func (l *Log) wait(now int64, p Params, c int64) int64 {
+	need := l.total + c - p.Quota
+	for _, e := range l.entries {
+		if need -= e.N; need <= 0 {
+			return e.At + p.Window - now
+		}
+	}
+	return 0
 }
 
 // Add records cost admitted at now under p. A now before the newest entry

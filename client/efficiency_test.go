@@ -107,20 +107,30 @@ func (l *limited) follow(pace bool) {
 	for l.clock.Now().Before(l.end) {
 		req := httptest.NewRequest("GET", "http://api.example/items", nil)
 		resp, _ := l.RoundTrip(req)
-		lims, _ := header.ParseLimit(resp.Header.Values("RateLimit")...)
-		r, t := lims[0].Remaining, time.Duration(lims[0].Window)*time.Second
-		var wait time.Duration
-		switch {
-		case resp.StatusCode == 429:
-			s, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			wait = time.Duration(s) * time.Second
-		case r == 0:
-			wait = t
-		case pace:
-			wait = t / time.Duration(r)
-		}
-		l.clock.Sleep(req.Context(), max(wait, time.Microsecond))
+		l.clock.Sleep(req.Context(), fieldsWait(resp, pace))
 	}
+}
+
+// fieldsWait is how long a client of the fields alone waits after resp:
+// Retry-After after a refusal, t when r = 0, else nothing (greedy) or
+// t/r (pacer); at least a microsecond.
+func fieldsWait(resp *http.Response, pace bool) time.Duration {
+	lims, _ := header.ParseLimit(resp.Header.Values("RateLimit")...)
+	if len(lims) == 0 {
+		return time.Second
+	}
+	r, t := lims[0].Remaining, time.Duration(lims[0].Window)*time.Second
+	var wait time.Duration
+	switch {
+	case resp.StatusCode == 429:
+		s, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		wait = time.Duration(s) * time.Second
+	case r == 0:
+		wait = t
+	case pace:
+		wait = t / time.Duration(r)
+	}
+	return max(wait, time.Microsecond)
 }
 
 // allowed is what p admits over d to a client that uses all of it: the

@@ -119,7 +119,8 @@ type Config struct {
 	// Key is the partition key; default ByPeer(nil).
 	Key KeyFunc
 	// Fields writes the response metadata; the zero value sends the
-	// draft-11 fields and X-RateLimit-* (engine.Both).
+	// draft-11 fields and X-RateLimit-* (engine.Both). Its Now is also
+	// the time a refund (CostKey) names its charge by.
 	Fields engine.Fields
 	// Logger gets the records of refusals (REQUIREMENTS O1), with the key
 	// as httplimit.Fingerprint shows it; default slog.Default().
@@ -130,6 +131,13 @@ type Config struct {
 	RefusalLogInterval time.Duration
 	// Now is the refusal log's clock; default time.Now.
 	Now func() time.Time
+	// CostKey names a response metadata key (lower case) in which the
+	// handler reports the call's actual cost, in a trailer (grpc.SetTrailer)
+	// or its header: the interceptor removes it before it is sent and
+	// settles the call's cost of 1 with it, the excess post-charged
+	// (counted even past the quota), a smaller cost refunded. A value that
+	// is no non-negative integer is removed and ignored. "" reads nothing.
+	CostKey string
 }
 
 // route is a rule made ready to serve: a parsed pattern (nil: every call),
@@ -146,6 +154,7 @@ type Limiter struct {
 	fields   engine.Fields
 	logger   *slog.Logger
 	refusals *refusallog.Log
+	costKey  string
 }
 
 // New returns a Limiter, or an error naming the rule at fault: no Rule
@@ -162,7 +171,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	l := &Limiter{fields: cfg.Fields, logger: cfg.Logger, refusals: refusallog.New(cfg.RefusalLogInterval, cfg.Now)}
+	l := &Limiter{fields: cfg.Fields, logger: cfg.Logger, refusals: refusallog.New(cfg.RefusalLogInterval, cfg.Now), costKey: strings.ToLower(cfg.CostKey)}
 	routes, err := compile(cfg)
 	if err != nil {
 		return nil, err
@@ -239,10 +248,17 @@ func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
-		if out != nil {
-			defer out.Release()
+		if out == nil { // no rule matched: nothing to settle
+			return handler(ctx, req)
 		}
-		return handler(ctx, req)
+		defer out.Release()
+		if l.costKey == "" {
+			return handler(ctx, req)
+		}
+		c, at := &costTaker{key: l.costKey}, l.now()
+		resp, err := handler(withCost(ctx, c), req)
+		l.settle(ctx, out, c, at)
+		return resp, err
 	}
 }
 
@@ -254,10 +270,17 @@ func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
-		if out != nil {
-			defer out.Release()
+		if out == nil {
+			return handler(srv, ss)
 		}
-		return handler(srv, ss)
+		defer out.Release()
+		if l.costKey == "" {
+			return handler(srv, ss)
+		}
+		c, at := &costTaker{key: l.costKey}, l.now()
+		err = handler(srv, serverStream{ss, c, withCost(ss.Context(), c)})
+		l.settle(ss.Context(), out, c, at)
+		return err
 	}
 }
 

@@ -116,7 +116,9 @@ type Config struct {
 	// key's refusals by one rule; default DefaultRefusalLogInterval (10s),
 	// negative for a record per refusal.
 	RefusalLogInterval time.Duration
-	// Now is the clock for X-RateLimit-Reset epochs; default time.Now.
+	// Now is the clock for X-RateLimit-Reset epochs and for the time a
+	// refund (Rule.CostHeader) names its charge by; default time.Now.
+	// Give the store the same clock.
 	Now func() time.Time
 }
 
@@ -293,7 +295,7 @@ func sameDefinitions(rules []*rule) error {
 				seen[p.Name] = def{p, r.name}
 				continue
 			}
-			if d.p.Algorithm != p.Algorithm || d.p.Unit != p.Unit || d.p.Quota != p.Quota || d.p.Window != p.Window || d.p.Capacity() != p.Capacity() {
+			if d.p.Algorithm != p.Algorithm || d.p.Unit != p.Unit || d.p.Quota != p.Quota || d.p.Window != p.Window || d.p.Capacity() != p.Capacity() || !d.p.Calendar.Same(p.Calendar) {
 				return fmt.Errorf("httplimit: %w: policy %q is defined differently by rules %q (%s) and %q (%s); policies with one name share their state, so give each its own name",
 					floodgate.ErrInvalidPolicy, p.Name, d.rule, describe(d.p), r.name, describe(p))
 			}
@@ -343,6 +345,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if ru.bytes && r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody {
 		// A copy: the outcome itself stays on the stack in the common case.
 		r.Body = &meteredBody{ReadCloser: r.Body, ctx: r.Context(), out: out, left: ru.maxBody}
+	}
+	if ru.costHeader != "" {
+		m.serveCounted(w, r, next, ru, &out, req.Cost.Requests)
+		return
 	}
 	next.ServeHTTP(w, r)
 }

@@ -36,6 +36,15 @@ type Rule struct {
 	// Cost charges a request against the Requests policies; default 1.
 	// An error answers 400.
 	Cost func(r *http.Request) (int64, error)
+	// CostHeader names a response header, or trailer, in which the
+	// handler reports the request's actual cost in the Requests unit (a
+	// token count, say): the middleware removes it from the response, so
+	// the client never sees it, and settles the charge made at admission
+	// (Cost) with it: the excess is post-charged, counted even past the
+	// quota (the key is then refused until the debt is repaid), a smaller
+	// cost is refunded. A value that is not a non-negative integer is
+	// removed and ignored. "" (the default) reads nothing.
+	CostHeader string
 	// Mode is engine.Enforce (default), engine.Shadow or engine.Throttle.
 	Mode engine.Mode
 	// MaxDelay bounds how long Throttle holds a request.
@@ -80,15 +89,16 @@ const (
 
 // rule is a Rule made ready to serve.
 type rule struct {
-	name    string
-	pattern *pattern.Pattern
-	key     []KeyPart
-	cost    func(*http.Request) (int64, error)
-	maxBody int64
-	plan    func(r *http.Request) (engine.Plan, error)
-	limits  *engine.Compiled
-	bytes   bool // some policy counts content bytes (a plan's may too)
-	refuse  bool // RefuseMissing
+	name       string
+	pattern    *pattern.Pattern
+	key        []KeyPart
+	cost       func(*http.Request) (int64, error)
+	maxBody    int64
+	plan       func(r *http.Request) (engine.Plan, error)
+	limits     *engine.Compiled
+	bytes      bool   // some policy counts content bytes (a plan's may too)
+	costHeader string // canonical; "" for none
+	refuse     bool   // RefuseMissing
 }
 
 func newRule(in Rule, eng *engine.Engine) (*rule, error) {
@@ -102,7 +112,7 @@ func newRule(in Rule, eng *engine.Engine) (*rule, error) {
 		return fail(err)
 	}
 	r := &rule{name: name, pattern: pat, key: in.Key, cost: in.Cost, maxBody: in.MaxBodyBytes, plan: in.Plan, limits: in.Limits,
-		refuse: in.Missing == RefuseMissing}
+		refuse: in.Missing == RefuseMissing, costHeader: http.CanonicalHeaderKey(in.CostHeader)}
 	if in.Missing > RefuseMissing {
 		return fail(fmt.Errorf("unknown Missing %d (want ShareMissing or RefuseMissing)", in.Missing))
 	}

@@ -236,7 +236,7 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 	// recovered by net/http) cannot leave the key locked for good.
 	defer e.mu.Unlock()
 	head := &e.first
-	if len(policies) != 1 || head.next != nil || head.log != nil || !head.id.is(&policies[0]) {
+	if len(policies) != 1 || head.next != nil || head.log != nil || !head.id.is(&policies[0]) || cost.Kind != floodgate.Admit {
 		_, err := s.take(head, false, now, cost, policies, results)
 		return err
 	}
@@ -304,6 +304,9 @@ func (s *Store) take(head *node, unused bool, now int64, cost floodgate.Cost, po
 	if err := floodgate.CheckCost(cost, policies); err != nil {
 		return false, err
 	}
+	if cost.Kind != floodgate.Admit {
+		return s.settle(head, unused, now, cost, policies, results), nil
+	}
 	var buf [4]pending
 	pend := buf[:0]
 	if len(policies) > len(buf) {
@@ -348,7 +351,7 @@ func decideAll(head *node, unused bool, now int64, cost floodgate.Cost, policies
 				}
 				log = n.log
 			}
-			r = log.Take(now, params(p), c)
+			r = log.Take(now, params(p, now), c)
 		} else {
 			if n != nil && n.exp > now {
 				st = n.state
@@ -381,30 +384,113 @@ func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, 
 			continue
 		}
 		wrote = true
-		var n *node
-		if !unused {
-			n = find(head, p)
-		}
-		switch {
-		case n != nil:
-		case unused:
-			n, unused = head, false
-			n.id = s.ident(p)
-		default:
-			n = &node{id: s.ident(p), next: head.next}
-			head.next = n
-		}
+		n := s.node(head, &unused, p)
 		n.exp = pend[i].exp
 		if p.Algorithm == floodgate.SlidingWindowLog {
 			if n.log == nil {
 				n.log = new(algorithm.Log)
 			}
-			n.log.Add(now, params(p), c)
+			n.log.Add(now, params(p, now), c)
 			continue
 		}
 		n.state = pend[i].state
 	}
 	return wrote
+}
+
+// node returns p's state node in the list at head, adding one if there is
+// none: head itself while it is unused (which it then no longer is), else
+// a node after it.
+func (s *Store) node(head *node, unused *bool, p *floodgate.Policy) *node {
+	var n *node
+	if !*unused {
+		n = find(head, p)
+	}
+	switch {
+	case n != nil:
+	case *unused:
+		n, *unused = head, false
+		n.id = s.ident(p)
+	default:
+		n = &node{id: s.ident(p), next: head.next}
+		head.next = n
+	}
+	return n
+}
+
+// settle applies a Post or a Refund to every policy it charges, then
+// reports each policy's standing after it, Allowed; it reports whether it
+// wrote a state (a refund never adds one).
+func (s *Store) settle(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) bool {
+	wrote := false
+	at := cost.At.UnixMicro()
+	for i := range policies {
+		p := &policies[i]
+		c := cost.Of(p.Unit)
+		if c == 0 || cost.Kind == floodgate.Refund && (unused || find(head, p) == nil) {
+			continue
+		}
+		n := s.node(head, &unused, p)
+		if n.exp <= now { // what an expired state equals
+			n.state = algorithm.State{}
+			if n.log != nil {
+				*n.log = algorithm.Log{}
+			}
+		}
+		if cost.Kind == floodgate.Refund {
+			refund(n, p, at, c)
+			continue
+		}
+		wrote = true
+		post(n, p, now, c)
+		n.exp = max(n.exp, now+1) // alive for the peek below, which gives the real expiry
+	}
+	var buf [4]pending
+	pend, _ := decideAll(head, unused, now, floodgate.Cost{}, policies, results, buf[:0])
+	for i := range results {
+		results[i].Allowed, results[i].RetryAfter = true, 0
+		if c := cost.Of(policies[i].Unit); c > 0 && cost.Kind == floodgate.Post {
+			find(head, &policies[i]).exp = pend[i].exp
+		}
+	}
+	return wrote
+}
+
+// post charges n's state c at now whatever the quota.
+func post(n *node, p *floodgate.Policy, now, c int64) {
+	switch p.Algorithm {
+	case floodgate.SlidingWindowLog:
+		if n.log == nil {
+			n.log = new(algorithm.Log)
+		}
+		n.log.Post(now, params(p, now), c)
+	case floodgate.FixedWindow:
+		algorithm.PostFixedWindow(&n.state, now, params(p, now), c)
+	case floodgate.SlidingWindowCounter:
+		algorithm.PostSlidingWindowCounter(&n.state, now, params(p, now), c)
+	case floodgate.TokenBucket:
+		algorithm.PostTokenBucket(&n.state, now, params(p, now), c)
+	default:
+		algorithm.PostGCRA(&n.state, now, params(p, now), c)
+	}
+}
+
+// refund gives c admitted at time at back to n's state.
+func refund(n *node, p *floodgate.Policy, at, c int64) {
+	switch p.Algorithm {
+	case floodgate.SlidingWindowLog:
+		if n.log != nil {
+			n.log.Refund(at, c)
+		}
+	case floodgate.FixedWindow:
+		algorithm.RefundFixedWindow(&n.state, at, params(p, at), c)
+	case floodgate.SlidingWindowCounter:
+		algorithm.RefundSlidingWindowCounter(&n.state, at, params(p, at), c)
+	case floodgate.TokenBucket:
+		algorithm.RefundTokenBucket(&n.state, params(p, at), c)
+	default:
+		algorithm.RefundGCRA(&n.state, params(p, at), c)
+	}
 }
 
 // decide runs p's algorithm on *st, writing r, and updates *st if it
@@ -415,13 +501,13 @@ func (s *Store) commit(head *node, unused bool, now int64, cost floodgate.Cost, 
 func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algorithm.Result) {
 	switch p.Algorithm {
 	case floodgate.FixedWindow:
-		algorithm.FixedWindow(st, now, params(p), cost, r)
+		algorithm.FixedWindow(st, now, params(p, now), cost, r)
 	case floodgate.SlidingWindowCounter:
-		algorithm.SlidingWindowCounter(st, now, params(p), cost, r)
+		algorithm.SlidingWindowCounter(st, now, params(p, now), cost, r)
 	case floodgate.TokenBucket:
-		algorithm.TokenBucket(st, now, params(p), cost, r)
+		algorithm.TokenBucket(st, now, params(p, now), cost, r)
 	case floodgate.GCRA:
-		algorithm.GCRA(st, now, params(p), cost, r)
+		algorithm.GCRA(st, now, params(p, now), cost, r)
 	default:
 		panic("memorystore: no decision for algorithm " + p.Algorithm.String())
 	}
@@ -453,8 +539,14 @@ func checkAlgorithms(all []floodgate.Algorithm) error {
 	return decides.Missing(all, "memorystore", "decide's switch (memorystore/store.go)")
 }
 
-func params(p *floodgate.Policy) algorithm.Params {
-	return algorithm.Params{Quota: p.Quota, Capacity: p.Capacity(), Window: p.Window.Microseconds()}
+// params returns p's numbers for the algorithms; for a calendar policy,
+// with the window (start and length) that holds now.
+func params(p *floodgate.Policy, now int64) algorithm.Params {
+	ap := algorithm.Params{Quota: p.Quota, Capacity: p.Capacity(), Window: p.Window.Microseconds()}
+	if p.Calendar != nil {
+		ap.Start, ap.Window = p.Span(now)
+	}
+	return ap
 }
 
 // setResult writes r's numbers into res, leaving res.Policy to the caller.

@@ -259,7 +259,7 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 	}
 	t := tag(key, s.maxKeyLen)
 	var sent time.Time
-	if s.near != nil {
+	if s.near != nil && cost.Kind == floodgate.Admit { // a settlement is always counted
 		sent = s.localNow()
 		if s.near.answer(t, policies, cost, sent, results) {
 			return nil

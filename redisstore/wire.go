@@ -3,6 +3,7 @@ package redisstore
 import (
 	"encoding/binary"
 	"math"
+	"time"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/algset"
@@ -31,19 +32,36 @@ func checkAlgorithms(all []floodgate.Algorithm) error {
 	return spoken.Missing(all, "redisstore", "wireCode (redisstore/wire.go), algorithmSuffix (redisstore/keys.go) and lua/dispatch.lua")
 }
 
+// calendarCode is the wire code of a fixed window with a floodgate.Calendar:
+// its capacity field carries the period's start (µs), its window the
+// period's length.
+const calendarCode = 6
+
 // encode writes r's script argument (see lua/dispatch.lua): now (µs, or -1
-// for the server's TIME), then per policy its wire code and quota,
+// for the server's TIME); for a post-charge -1, for a refund the time (µs)
+// its cost was admitted at; then per policy its wire code and quota,
 // capacity, window (µs) and cost as big-endian doubles. Policy.Validate
-// keeps every number below 2^53, so the doubles are exact; the script
-// decodes them with one unpack per policy instead of parsing decimal text.
+// and CheckCost keep every number below 2^53, so the doubles are exact;
+// the script decodes them with one unpack per policy instead of parsing
+// decimal text.
 func (r *request) encode(now int64, policies []floodgate.Policy, cost floodgate.Cost) {
 	b := r.arg[:0]
-	if need := 8 + 33*len(policies); cap(b) < need {
+	if need := 16 + 33*len(policies); cap(b) < need {
 		b = make([]byte, 0, need)
 	}
 	b = appendFloat(b, now)
+	switch cost.Kind {
+	case floodgate.Post:
+		b = appendFloat(b, -1)
+	case floodgate.Refund:
+		b = appendFloat(b, cost.At.UnixMicro())
+	}
 	for i := range policies {
 		p := &policies[i]
+		if p.Calendar != nil {
+			b = appendCalendar(b, p, now, cost)
+			continue
+		}
 		b = append(b, wireCode[p.Algorithm])
 		b = appendFloat(b, p.Quota)
 		b = appendFloat(b, p.Capacity())
@@ -51,6 +69,21 @@ func (r *request) encode(now int64, policies []floodgate.Policy, cost floodgate.
 		b = appendFloat(b, cost.Of(p.Unit))
 	}
 	r.arg = b
+}
+
+// appendCalendar encodes a calendar policy: the period that holds now, on
+// the local clock when now is the server's. (A refund finds the period of
+// its cost from the state, which keeps its period's start and length.)
+func appendCalendar(b []byte, p *floodgate.Policy, now int64, cost floodgate.Cost) []byte {
+	if now < 0 {
+		now = time.Now().UnixMicro()
+	}
+	start, length := p.Span(now)
+	b = append(b, calendarCode)
+	b = appendFloat(b, p.Quota)
+	b = appendFloat(b, start)
+	b = appendFloat(b, length)
+	return appendFloat(b, cost.Of(p.Unit))
 }
 
 func appendFloat(b []byte, x int64) []byte {

@@ -64,6 +64,17 @@ type step struct {
 	cost int64
 	want []want // one per policy
 	err  error  // wanted error, if any
+	kind floodgate.CostKind
+	// since is a Refund's Cost.At, after Epoch.
+	since time.Duration
+}
+
+// post and refund make a step a post-charge or a refund of a cost
+// admitted at since.
+func (st step) post() step { st.kind = floodgate.Post; return st }
+func (st step) refund(since time.Duration) step {
+	st.kind, st.since = floodgate.Refund, since
+	return st
 }
 
 type want struct {
@@ -103,7 +114,7 @@ func pol(name string, a floodgate.Algorithm, quota int64, window time.Duration, 
 // Run runs the whole suite against stores made by newStore.
 func Run(t *testing.T, newStore NewStore) {
 	t.Run("Scripts", func(t *testing.T) {
-		for _, sc := range scripts() {
+		for _, sc := range append(append(scripts(), settleScripts()...), calendarScripts(t)...) {
 			t.Run(sc.name, func(t *testing.T) { play(t, newStore, sc) })
 		}
 	})
@@ -119,6 +130,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("PolicyChanges", func(t *testing.T) { policyChanges(t, newStore) })
 	t.Run("LogBeyondEpoch", func(t *testing.T) { logBeyondEpoch(t, newStore) })
 	t.Run("Wait", func(t *testing.T) { wait(t, newStore) })
+	t.Run("Reservations", func(t *testing.T) { reservations(t, newStore) })
 }
 
 // each is a cost of c in every unit.
@@ -135,8 +147,10 @@ func play(t *testing.T, newStore NewStore, sc script) {
 			key = "k"
 		}
 		clear(res)
-		err := st.Take(context.Background(), key, each(stp.cost), sc.policies, res)
-		where := fmt.Sprintf("step %d (t=%v key=%s cost=%d)", i, stp.at, key, stp.cost)
+		cost := each(stp.cost)
+		cost.Kind, cost.At = stp.kind, Epoch.Add(stp.since)
+		err := st.Take(context.Background(), key, cost, sc.policies, res)
+		where := fmt.Sprintf("step %d (t=%v key=%s cost=%d kind=%d)", i, stp.at, key, stp.cost, stp.kind)
 		if stp.err != nil {
 			if !errors.Is(err, stp.err) {
 				t.Fatalf("%s: error %v, want %v", where, err, stp.err)

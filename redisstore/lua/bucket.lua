@@ -49,6 +49,16 @@ local function bucket(debt, q, cap, w, cost)
   return 1, avail - cost, next_unit(debt, full, q, w), 0, debt
 end
 
+-- owe_debt adds cost units to debt, up to 2^53 - q or an empty bucket,
+-- whichever is more (algorithm.owe). cost * w past 2^53 is inexact, but
+-- then above room all the same.
+local function owe_debt(debt, cost, q, cap, w)
+  local limit = max(MAXEXACT - q, cap * w)
+  local room = limit - debt
+  if room <= 0 or cost * w >= room then return max(debt, limit) end
+  return debt + cost * w
+end
+
 -- A bucket's key must outlive the state's difference from a full bucket,
 -- which every admitted cost pushes later; moving a key's expiry costs
 -- Redis more than the rest of the write. So the expiry is set with

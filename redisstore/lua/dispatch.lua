@@ -3,9 +3,11 @@
 --
 -- ARGV[1]: TTL slack (ms, see ttl). Then one argument per request, packed
 -- big-endian: now (double, µs since the epoch, or -1 for the server's
--- TIME), then per policy its wire code (one byte, see WIRE), quota,
+-- TIME); for a post-charge or a refund (floodgate.Post, Refund) a second
+-- double, -1 for a post-charge, else the time (µs) the refunded cost was
+-- admitted at; then per policy its wire code (one byte, see WIRE), quota,
 -- capacity, window (µs) and cost (in the policy's unit), each a double:
--- 8 + 33 bytes per policy, decoded by one unpack each.
+-- 8 (or 16) + 33 bytes per policy, decoded by one unpack each.
 -- KEYS: per request, its policy keys in the same order.
 -- Reply: per request and policy: allowed (1/0), remaining, reset after (µs),
 -- retry after (µs), full after (µs; the sliding counter's, else 0). When a
@@ -26,8 +28,9 @@ local WIRE = {
   [3] = sliding_counter,
   [4] = token_bucket,
   [5] = gcra,
+  [6] = function() return fixed_window(true) end,
 }
-local TAKE, COMMIT = {}, {}
+local TAKE, COMMIT, OWE, REFUND = {}, {}, {}, {}
 
 -- The policies of the request being decided and the writes they would
 -- make, reused from call to call (in a library they outlive the call) so
@@ -37,14 +40,14 @@ local ALG, Q, CAP, W, COST, SA, SB, SC, EXP, KEEP = {}, {}, {}, {}, {}, {}, {}, 
 local function algorithm(code)
   local loader = WIRE[code]
   if not loader then return nil end
-  TAKE[code], COMMIT[code] = loader()
+  TAKE[code], COMMIT[code], OWE[code], REFUND[code] = loader()
   return TAKE[code]
 end
 
--- request decodes request r's policies into ALG … COST and returns their
--- count.
-local function request(r)
-  local p, pos = (#r - 8) / 33, 9
+-- request decodes request r's policies, from byte pos on, into ALG … COST
+-- and returns their count.
+local function request(r, pos)
+  local p = (#r - pos + 1) / 33
   for i = 1, p do
     ALG[i], Q[i], CAP[i], W[i], COST[i], pos = unpack('>Bdddd', r, pos)
   end
@@ -78,7 +81,7 @@ end
 -- into out after out[o], all or nothing, and returns the new o, or nil and
 -- an error reply.
 local function several(KEYS, k, r, now, out, o)
-  local p = request(r)
+  local p = request(r, 9)
   -- A request charged nothing in every unit is a peek; otherwise a policy
   -- charged nothing reports its standing and cannot deny.
   local peek = true
@@ -117,6 +120,32 @@ local function several(KEYS, k, r, now, out, o)
   return o
 end
 
+-- settle applies request r of p policies, a post-charge or a refund (see
+-- the header), its keys following KEYS[k], then writes into out after
+-- out[o] each policy's standing after it, allowed, and returns the new o,
+-- or nil and an error reply.
+local function settle(KEYS, k, r, now, out, o)
+  local at = unpack('>d', r, 9)
+  local p = request(r, 17)
+  for i = 1, p do
+    local code = ALG[i]
+    if not (TAKE[code] or algorithm(code)) then return nil, unknown(code) end
+    if COST[i] > 0 then
+      if at < 0 then
+        OWE[code](KEYS[k + i], now, Q[i], CAP[i], W[i], COST[i])
+      else
+        REFUND[code](KEYS[k + i], at, Q[i], CAP[i], W[i], COST[i])
+      end
+    end
+  end
+  for i = 1, p do
+    local _, rem, reset, _, full = TAKE[ALG[i]](KEYS[k + i], now, Q[i], CAP[i], W[i], 0)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, full
+    o = o + 5
+  end
+  return o
+end
+
 local function decide(KEYS, ARGV)
   if not call then
     floor, max, byte, format, match = math.floor, math.max, string.byte, string.format, string.match
@@ -149,6 +178,11 @@ local function decide(KEYS, ARGV)
       if not allowed then return unknown(code) end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, full
       o = o + 5
+    elseif (#r - 8) % 33 == 8 then
+      local err
+      o, err = settle(KEYS, k, r, now, out, o)
+      if not o then return err end
+      k = k + (#r - 16) / 33
     else
       local err
       o, err = several(KEYS, k, r, now, out, o)

@@ -26,6 +26,10 @@ end
 
 local function ceildiv(a, b) return idiv(a + b - 1, b) end
 
+-- MAXEXACT is 2^53: a post-charge takes no count or debt beyond it
+-- (algorithm.maxExact).
+local MAXEXACT = 9007199254740992
+
 local function mod(a, b) return a - idiv(a, b) * b end
 
 -- muldiv is floor(a * b / c) and a * b mod c, exactly, for integers a, b

@@ -54,5 +54,30 @@ local function sliding_counter()
     if cost == 0 then return 1, avail, reset, 0, full end
     return 1, rem, reset, 0, full, start, curr + cost, prev, start + 2 * w, same
   end
-  return take, put
+  -- owe adds cost to this window's count, whatever the quota; the count
+  -- stops at floor(2^53 / w) (algorithm.PostSlidingWindowCounter).
+  local function owe(key, now, q, cap, w, cost)
+    local start, curr, prev, same = counters(key, now, q, w)
+    curr = curr + cost
+    local most = idiv(MAXEXACT, w)
+    if curr > most then curr = most end
+    put(key, now, cost, start, curr, prev, start + 2 * w, same, w)
+  end
+
+  -- refund gives n back to the counter of the window that held time at
+  -- (algorithm.RefundSlidingWindowCounter), keeping the key's TTL.
+  local function refund(key, at, q, cap, w, n)
+    local found, sa, sb, sc, sw = load(key, true)
+    if not found or not (sw == 0 or sw == w) then return end
+    local start = at - mod(at, w)
+    if sa == start then
+      sb = max(sb - n, 0)
+    elseif sa == start + w then
+      sc = max(sc - n, 0)
+    else
+      return
+    end
+    put(key, at, n, sa, sb, sc, 0, true, w)
+  end
+  return take, put, owe, refund
 end

@@ -50,8 +50,9 @@ local function sliding_log()
     return total
   end
 
-  local function take(key, now, q, cap, w, cost)
-    local total = total_of(key, w)
+  -- prune drops the entries that left the window at now and returns the
+  -- total the log then holds.
+  local function prune(key, now, w, total)
     if total > 0 then
       local cutoff = int(now - w)
       local old = call('ZRANGEBYSCORE', key, '(0', cutoff)
@@ -66,27 +67,35 @@ local function sliding_log()
         end
       end
     end
+    return total
+  end
+
+  -- wait walks from the oldest entry until enough cost has left the window
+  -- for c units to fit (algorithm.Log.wait).
+  local function wait(key, now, q, w, total, c)
+    local need, from = total + c - q, 1
+    while true do
+      local es = call('ZRANGE', key, from, from + 63, 'WITHSCORES')
+      if #es == 0 then return 0 end
+      for j = 1, #es, 2 do
+        need = need - log_cost(es[j])
+        if need <= 0 then return tonumber(es[j + 1]) + w - now end
+      end
+      from = from + 64
+    end
+  end
+
+  local function take(key, now, q, cap, w, cost)
+    local total = prune(key, now, w, total_of(key, w))
     local avail = max(q - total, 0)
     local reset = 0
-    if total > 0 then reset = tonumber(call('ZRANGE', key, 1, 1, 'WITHSCORES')[2]) + w - now end
-    local c = max(cost, 1)
-    if c > avail then
-      -- Walk from the oldest entry until enough cost has left the window.
-      local need, from, retry = total + c - q, 1, 0
-      while retry == 0 do
-        local es = call('ZRANGE', key, from, from + 63, 'WITHSCORES')
-        if #es == 0 then break end
-        for j = 1, #es, 2 do
-          need = need - log_cost(es[j])
-          if need <= 0 then
-            retry = tonumber(es[j + 1]) + w - now
-            break
-          end
-        end
-        from = from + 64
-      end
-      return 0, avail, reset, retry, 0
+    if total > q then
+      reset = wait(key, now, q, w, total, 1) -- in debt: the next unit frees later
+    elseif total > 0 then
+      reset = tonumber(call('ZRANGE', key, 1, 1, 'WITHSCORES')[2]) + w - now
     end
+    local c = max(cost, 1)
+    if c > avail then return 0, avail, reset, wait(key, now, q, w, total, c), 0 end
     if cost == 0 then return 1, avail, reset, 0, 0 end
     if total == 0 then reset = w end
     return 1, avail - cost, reset, 0, 0, nil, total, w
@@ -108,5 +117,34 @@ local function sliding_log()
     call('ZADD', key, int(-(held + cost)), 'n' .. int(w), int(at), entry(at, n))
     call('PEXPIRE', key, ttl(at + w, now))
   end
-  return take, commit
+
+  -- owe records cost at now whatever the quota (algorithm.Log.Post).
+  local function owe(key, now, q, cap, w, cost)
+    commit(key, now, cost, nil, prune(key, now, w, total_of(key, w)), w)
+  end
+
+  -- refund gives n back from the entries admitted at or after at, the
+  -- newest first (algorithm.Log.Refund), keeping the key's TTL.
+  local function refund(key, at, q, cap, w, n)
+    local total = total_of(key, w)
+    if total == 0 then return end
+    local es = call('ZRANGEBYSCORE', key, int(at), '+inf', 'WITHSCORES')
+    local back, j = 0, #es - 1
+    while j >= 1 and n > back do
+      local m, t = es[j], tonumber(es[j + 1])
+      local c = log_cost(m)
+      local d = c
+      if n - back < d then d = n - back end
+      call('ZREM', key, m)
+      if c > d then call('ZADD', key, int(t), entry(t, c - d)) end
+      back, j = back + d, j - 2
+    end
+    if back == 0 then return end
+    if total > back then
+      call('ZADD', key, int(-(total - back)), 'n' .. int(w))
+    else
+      call('DEL', key)
+    end
+  end
+  return take, commit, owe, refund
 end

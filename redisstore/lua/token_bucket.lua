@@ -24,5 +24,29 @@ local function token_bucket()
     end
     return ok, rem, reset, retry, 0
   end
-  return take, hold
+  -- owe adds cost to the debt at now, whatever the tokens left
+  -- (algorithm.PostTokenBucket).
+  local function owe(key, now, q, cap, w, cost)
+    local _, sa, sb, _, sw, se = load(key, false)
+    local t = max(now, sa)
+    local debt = rescale(sb, sw, cap, w)
+    if t - sa >= ceildiv(debt, q) then
+      debt = 0
+    else
+      debt = debt - (t - sa) * q
+    end
+    debt = owe_debt(debt, cost, q, cap, w)
+    local exp, keep = expiry(t + ceildiv(debt, q), se, w)
+    hold(key, now, cost, t, debt, nil, exp, keep, w)
+  end
+
+  -- refund takes n units off the debt kept at the last update, in the
+  -- window it was written under (algorithm.RefundTokenBucket).
+  local function refund(key, at, q, cap, w, n)
+    local found, sa, sb, _, sw, se = load(key, false)
+    if not found then return end
+    if sw == 0 then sw = w end
+    hold(key, at, n, sa, max(sb - n * sw, 0), nil, se, true, sw)
+  end
+  return take, hold, owe, refund
 end

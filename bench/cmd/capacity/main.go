@@ -42,6 +42,7 @@ type options struct {
 	quota    int64
 	batch    int
 	inflight int
+	settle   bool
 }
 
 func main() {
@@ -88,6 +89,7 @@ func parseFlags() (options, error) {
 	flag.Int64Var(&o.quota, "quota", 100, "the policy's quota per second and key (1 key and a large quota: a hot key that is admitted)")
 	flag.IntVar(&o.batch, "batch", 128, "most decisions per script call (redisstore.WithBatching); 1 sends each alone")
 	flag.IntVar(&o.inflight, "inflight", 4, "most script calls in flight at once (redisstore.WithBatching)")
+	flag.BoolVar(&o.settle, "settle", false, "each decision is a Reserve of 2 settled at 1 or 3 in turn (a refund, then a post-charge): two script calls")
 	flag.Parse()
 	if *addrs == "" {
 		return o, fmt.Errorf("no Redis: give -redis or set FLOODGATE_TEST_REDIS")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,10 +96,27 @@ func floodgateTake(c *redisload.Client, prefix string, a floodgate.Algorithm, o 
 	if err != nil {
 		return nil, err
 	}
+	if o.settle {
+		return settleTake(lim), nil
+	}
 	return func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.Take(ctx, key, 1)
 		return d.Allowed, err
 	}, nil
+}
+
+// settleTake reserves 2 and settles at 1 or 3 in turn: a refund, then a
+// post-charge, so that the mean actual cost is the estimate.
+func settleTake(lim *floodgate.Limiter) redisload.Take {
+	var n atomic.Int64
+	return func(ctx context.Context, key string) (bool, error) {
+		r, err := lim.Reserve(ctx, key, floodgate.Cost{Requests: 2})
+		if err != nil || !r.Decision.Allowed {
+			return false, err
+		}
+		_, err = r.Settle(ctx, floodgate.Cost{Requests: 1 + 2*(n.Add(1)%2)})
+		return true, err
+	}
 }
 
 // burst is the policy's Burst: only the bucket algorithms take one.

@@ -239,6 +239,16 @@ type PolicySpec struct {
 	// Unit: requests (default), content-bytes (floodgate.Unit), or
 	// concurrent-requests, which makes the policy a floodgate.Concurrency.
 	Unit string `yaml:"unit"`
+	// Calendar makes a fixed-window policy count per calendar period (day,
+	// week, month, year or billing; floodgate.Calendar); window is then
+	// its nominal length and may be left out.
+	Calendar string `yaml:"calendar"`
+	// Zone is the calendar's IANA time zone, e.g. Europe/Berlin; default UTC.
+	Zone string `yaml:"zone"`
+	// FirstDay is a calendar week's first day, e.g. monday; default sunday.
+	FirstDay string `yaml:"first_day"`
+	// AnchorDay is the day of the month a billing period starts on, 1–31.
+	AnchorDay int `yaml:"anchor_day"`
 }
 
 // Rule limits the requests matching its pattern.
@@ -257,6 +267,10 @@ type Rule struct {
 	Policies []string `yaml:"policies"`
 	// Cost charges each matching request; default 1.
 	Cost int64 `yaml:"cost"`
+	// CostHeader names the upstream's response header or trailer that
+	// reports the request's actual cost (e.g. X-Tokens-Used): the gateway
+	// removes it and settles Cost with it (httplimit.Rule.CostHeader).
+	CostHeader string `yaml:"cost_header"`
 	// Mode: enforce (default), shadow or throttle.
 	Mode engine.Mode `yaml:"mode"`
 	// MaxDelay bounds the wait of throttle mode; required with it.

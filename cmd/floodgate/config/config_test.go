@@ -479,3 +479,44 @@ func TestRedisDurability(t *testing.T) {
 		}
 	}
 }
+
+func TestCostHeaderName(t *testing.T) {
+	got := parseErr(t, "policies: {p: {algorithm: gcra, quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: [p], cost_header: \"X Tokens\"}\n")
+	if want := `rules[0].cost_header: "X Tokens" is no header name`; !strings.Contains(got, want) {
+		t.Fatalf("error %q, want it to contain %q", got, want)
+	}
+}
+
+// TestCalendarPolicy: a fixed-window policy per calendar month in a zone,
+// its window the nominal 30 days, and the calendar fields' errors.
+func TestCalendarPolicy(t *testing.T) {
+	c, err := Parse("f.yaml", []byte(minimal+`policies:
+  tokens: {algorithm: fixed-window, quota: 1000000, calendar: month, zone: Europe/Berlin}
+  weekly: {algorithm: fixed-window, quota: 10, calendar: week, first_day: Monday}
+  bill: {algorithm: fixed-window, quota: 10, calendar: billing, anchor_day: 17}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.Policy("tokens")
+	if p.Calendar == nil || p.Calendar.Period != floodgate.Month || p.Calendar.Location.String() != "Europe/Berlin" || p.Window != 30*24*time.Hour {
+		t.Fatalf("tokens: %+v (calendar %+v)", p, p.Calendar)
+	}
+	if w, _ := c.Policy("weekly"); w.Calendar.FirstDay != time.Monday || w.Window != 7*24*time.Hour {
+		t.Fatalf("weekly: %+v", w.Calendar)
+	}
+	if b, _ := c.Policy("bill"); b.Calendar.AnchorDay != 17 {
+		t.Fatalf("bill: %+v", b.Calendar)
+	}
+	for spec, want := range map[string]string{
+		"{algorithm: fixed-window, quota: 1, calendar: month, zone: Mars/Olympus}": `policies.p.zone: unknown time zone "Mars/Olympus"`,
+		"{algorithm: fixed-window, quota: 1, window: 1h, first_day: monday}":       "policies.p.first_day: applies to a calendar policy only",
+		"{algorithm: fixed-window, quota: 1, calendar: fortnight}":                 `unknown period "fortnight"`,
+		"{algorithm: gcra, quota: 1, calendar: day}":                               "a calendar applies to fixed-window only",
+		"{algorithm: fixed-window, quota: 1, calendar: week, first_day: funday}":   `policies.p.first_day: unknown day "funday"`,
+	} {
+		if got := parseErr(t, minimal+"policies:\n  p: "+spec+"\n"); !strings.Contains(got, want) {
+			t.Errorf("%s: error %q, want %q in it", spec, got, want)
+		}
+	}
+}

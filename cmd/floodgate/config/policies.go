@@ -1,6 +1,10 @@
 package config
 
 import (
+	"slices"
+	"strings"
+	"time"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
 )
@@ -25,7 +29,11 @@ func (v *validator) policies() {
 func (v *validator) policy(name string, spec PolicySpec) {
 	f := "policies." + name
 	ok := v.require(f, "quota", "quota is required")
-	ok = v.require(f, "window", "window is required, e.g. window: 1m") && ok
+	cal, calOK := v.calendar(f, spec)
+	if cal == nil {
+		ok = v.require(f, "window", "window is required, e.g. window: 1m") && ok
+	}
+	ok = ok && calOK
 	unit, err := floodgate.ParseUnit(spec.Unit)
 	if err != nil {
 		v.failErr(f+".unit", err)
@@ -34,7 +42,10 @@ func (v *validator) policy(name string, spec PolicySpec) {
 	if !ok || v.erred(f) {
 		return
 	}
-	p := floodgate.Policy{Name: name, Algorithm: spec.Algorithm, Quota: spec.Quota, Window: spec.Window.D(), Burst: spec.Burst, Unit: unit}
+	p := floodgate.Policy{Name: name, Algorithm: spec.Algorithm, Quota: spec.Quota, Window: spec.Window.D(), Burst: spec.Burst, Unit: unit, Calendar: cal}
+	if cal != nil && !v.has(f+".window") {
+		p.Window = cal.Nominal()
+	}
 	if !v.has(f + ".algorithm") {
 		p.Algorithm = floodgate.SlidingWindowCounter
 	}
@@ -54,6 +65,43 @@ func (v *validator) policy(name string, spec PolicySpec) {
 	}
 	v.cfg.policies[name] = p
 }
+
+// calendar reads a policy's calendar fields: nil without calendar, and
+// whether they are valid.
+func (v *validator) calendar(f string, spec PolicySpec) (*floodgate.Calendar, bool) {
+	if spec.Calendar == "" {
+		for _, field := range []string{"zone", "first_day", "anchor_day"} {
+			if v.has(f + "." + field) {
+				v.fail(f+"."+field, "applies to a calendar policy only (calendar: day, week, month, year or billing)")
+				return nil, false
+			}
+		}
+		return nil, true
+	}
+	period, err := floodgate.ParsePeriod(spec.Calendar)
+	if err != nil {
+		v.failErr(f+".calendar", err)
+		return nil, false
+	}
+	cal := &floodgate.Calendar{Period: period, AnchorDay: spec.AnchorDay, Location: time.UTC}
+	if spec.Zone != "" {
+		if cal.Location, err = time.LoadLocation(spec.Zone); err != nil {
+			v.fail(f+".zone", "unknown time zone %q (want an IANA name such as Europe/Berlin)", spec.Zone)
+			return nil, false
+		}
+	}
+	if spec.FirstDay != "" {
+		day := slices.IndexFunc(weekdays[:], func(d time.Weekday) bool { return strings.EqualFold(d.String(), spec.FirstDay) })
+		if day < 0 {
+			v.fail(f+".first_day", "unknown day %q (want monday … sunday)", spec.FirstDay)
+			return nil, false
+		}
+		cal.FirstDay = time.Weekday(day)
+	}
+	return cal, true
+}
+
+var weekdays = [...]time.Weekday{time.Sunday, time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday, time.Saturday}
 
 // concurrency compiles a policy of unit concurrent-requests: an in-flight
 // cap, with a name and a quota only.

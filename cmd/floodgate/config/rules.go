@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
@@ -55,9 +56,24 @@ func (v *validator) rule(i int, names map[string]int) {
 	} else if r.Cost < 1 {
 		v.fail(f+".cost", "must be at least 1, got %d", r.Cost)
 	}
+	if r.CostHeader != "" && !token(r.CostHeader) {
+		v.fail(f+".cost_header", "%q is no header name: use letters, digits and !#$%%&'*+-.^_`|~", r.CostHeader)
+	}
 	if limits, ok := v.ruleLimits(f, r); ok {
 		v.compiles(f, r, limits)
 	}
+}
+
+// token reports whether s is an HTTP token (RFC 9110 §5.6.2), as a field
+// name must be.
+func token(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // ruleLimits resolves the policy names of a rule, reporting whether all

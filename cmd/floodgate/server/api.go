@@ -34,6 +34,10 @@ type CheckRequest struct {
 	// Cost is the units to spend; default 1, at most api.max_cost and each
 	// policy's capacity.
 	Cost *int64 `json:"cost,omitempty"`
+	// Reserve keeps an admitted check's cost as an estimate to settle
+	// with the actual cost (POST /v1/settle) within 10 minutes: the answer
+	// then carries "reservation", its id. Not in a batch.
+	Reserve bool `json:"reserve,omitempty"`
 }
 
 // checkError is a check the API refuses: status and a detail for the
@@ -105,7 +109,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	s.countCheck(&out)
 	st.setHeaders(w.Header(), &out)
 	// The answer is written over the body, which the decoders copied from.
-	writeJSON(w, http.StatusOK, appendOutcome(body[:0], req.Key, &out))
+	writeJSON(w, http.StatusOK, s.reserve(appendOutcome(body[:0], req.Key, &out), &req, &out))
 }
 
 func (s *Server) countCheck(o *engine.Outcome) {
@@ -134,6 +138,10 @@ func (s *Server) checkBatch(w http.ResponseWriter, ctx context.Context, st *stat
 	}
 	if len(reqs) == 0 {
 		writeProblem(w, http.StatusBadRequest, "Bad Request", "empty batch")
+		return
+	}
+	if slices.ContainsFunc(reqs, func(r *CheckRequest) bool { return r.Reserve }) {
+		writeProblem(w, http.StatusBadRequest, "Bad Request", "reserve is for a single check, not a batch")
 		return
 	}
 	type answer struct {

@@ -61,6 +61,8 @@ type Server struct {
 	xds *rlsRules // the envoy_rls rules from xDS, and their metrics (xds.go)
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
+
+	held reservations // the API's checks to settle (settle.go)
 }
 
 // Option configures a Server.
@@ -369,6 +371,7 @@ func (s *Server) route(mux *http.ServeMux, f Face, addr string) {
 	switch f {
 	case FaceAPI:
 		api("POST /v1/check", config.ScopeCheck, s.handleCheck)
+		api("POST /v1/settle", config.ScopeCheck, s.handleSettle)
 		api("GET /v1/limits/{key...}", config.ScopeRead, s.handlePeek)
 		api("DELETE /v1/limits/{key...}", config.ScopeReset, s.handleReset)
 	case FaceForwardAuth:

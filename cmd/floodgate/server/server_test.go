@@ -82,6 +82,9 @@ func start(t testing.TB, yaml string, opts ...Option) *fixture {
 		default:
 		}
 		w.Header().Set("X-Upstream", "yes")
+		if c := r.Header.Get("X-Test-Cost"); c != "" { // what an upstream reports it spent
+			w.Header().Set("X-Tokens-Used", c)
+		}
 		fmt.Fprintf(w, "upstream %s %s", r.Method, r.URL.Path)
 	}))
 	t.Cleanup(f.upstream.Close)
@@ -857,5 +860,80 @@ rules:
 	resp, m := check(t, f, `{"key":"k","rule":"login"}`)
 	if resp.StatusCode != 200 || m["allowed"] != true || m["remaining"] != float64(1) {
 		t.Fatalf("check of the covered rule: %d %v", resp.StatusCode, m)
+	}
+}
+
+// TestGatewayCostHeader: the upstream reports the tokens an answer used;
+// the gateway strips the header and settles the rule's cost with it, so
+// a key past its quota is refused until the window ends.
+func TestGatewayCostHeader(t *testing.T) {
+	f := start(t, `
+gateway: {listen: "127.0.0.1:0", upstream: %q}
+log: {level: error}
+policies:
+  tokens: {algorithm: fixed-window, quota: 100, window: 1h}
+rules:
+  - {name: llm, match: "/v1/", policies: [tokens], cost: 10, cost_header: X-Tokens-Used}
+`)
+	for i, c := range []struct {
+		cost, remaining string
+		status          int
+	}{
+		{"60", "90", 200}, // 10 admitted, then 50 more posted: 40 left
+		{"70", "30", 200}, // 10 admitted, then 60 more posted: 110 of 100
+		{"1", "0", 429},   // in debt
+	} {
+		resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/v1/chat"), "", "X-Test-Cost", c.cost)
+		if resp.StatusCode != c.status || resp.Header.Get("X-Ratelimit-Remaining") != c.remaining {
+			t.Fatalf("request %d: %d, X-RateLimit-Remaining %q; want %d, %s", i, resp.StatusCode, resp.Header.Get("X-Ratelimit-Remaining"), c.status, c.remaining)
+		}
+		if _, ok := resp.Header["X-Tokens-Used"]; ok {
+			t.Fatalf("request %d: the client sees the upstream's cost header", i)
+		}
+	}
+}
+
+// TestAPISettle: a check with "reserve" answers a reservation id, which
+// POST /v1/settle settles once with the actual cost: the excess counted
+// past the quota, so the next check is refused; a second settle, an
+// unknown id and a reserving batch are refused.
+func TestAPISettle(t *testing.T) {
+	f := start(t, baseConfig)
+	settle := func(body string) int {
+		t.Helper()
+		resp, _ := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/settle"), body)
+		return resp.StatusCode
+	}
+	_, m := check(t, f, `{"key":"u1","rule":"login","reserve":true}`)
+	id, _ := m["reservation"].(string)
+	if m["allowed"] != true || m["remaining"] != float64(2) || len(id) != 32 {
+		t.Fatalf("reserving check: %v", m)
+	}
+	if code := settle(`{"reservation":"` + id + `","cost":5}`); code != 204 {
+		t.Fatalf("settle: %d", code)
+	}
+	if _, m := check(t, f, `{"key":"u1","rule":"login"}`); m["allowed"] != false || m["remaining"] != float64(0) {
+		t.Fatalf("after 5 of 3: %v, want refused", m)
+	}
+	for body, want := range map[string]int{
+		`{"reservation":"` + id + `","cost":1}`: 404, // settled already
+		`{"reservation":"nope","cost":1}`:       404,
+		`{"reservation":"` + id + `"}`:          400,
+		`{"reservation":"x","cost":-1}`:         400,
+	} {
+		if code := settle(body); code != want {
+			t.Errorf("settle %s: %d, want %d", body, code, want)
+		}
+	}
+	// A refund: reserve 3 of the fresh key's 3, settle at 1: 2 back.
+	_, m = check(t, f, `{"key":"u2","rule":"login","cost":3,"reserve":true}`)
+	if code := settle(`{"reservation":"` + m["reservation"].(string) + `","cost":1}`); code != 204 {
+		t.Fatalf("refund: %d", code)
+	}
+	if _, m := check(t, f, `{"key":"u2","rule":"login","cost":2}`); m["allowed"] != true || m["remaining"] != float64(0) {
+		t.Fatalf("after the refund: %v, want 2 admitted", m)
+	}
+	if resp, _ := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), `[{"key":"u3","rule":"login","reserve":true}]`); resp.StatusCode != 400 {
+		t.Errorf("reserving batch: %d", resp.StatusCode)
 	}
 }

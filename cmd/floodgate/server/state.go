@@ -250,7 +250,7 @@ func (s *Server) rule(cfg *config.Config, st *state, i int) (httplimit.Rule, err
 	if err != nil {
 		return httplimit.Rule{}, fmt.Errorf("server: %w", err)
 	}
-	hr := httplimit.Rule{Name: r.Name, Pattern: r.Match, Limits: compiled}
+	hr := httplimit.Rule{Name: r.Name, Pattern: r.Match, Limits: compiled, CostHeader: r.CostHeader}
 	if c := r.Cost; c != 1 {
 		hr.Cost = func(*http.Request) (int64, error) { return c, nil }
 	}

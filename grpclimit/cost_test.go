@@ -1,0 +1,112 @@
+package grpclimit_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/grpclimit"
+	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/memorystore"
+)
+
+// report sets the cost a call asks for (metadata want-cost) as the
+// handler's trailer, or, with want-in=header, in its header: what a
+// service that counts tokens would do.
+func report(ctx context.Context) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if c := md.Get("want-cost"); len(c) > 0 {
+		out := metadata.Pairs("x-tokens-used", c[0], "x-other", "kept")
+		if len(md.Get("want-in")) > 0 {
+			grpc.SetHeader(ctx, out)
+		} else {
+			grpc.SetTrailer(ctx, out)
+		}
+	}
+}
+
+// TestCostKey: a handler reports a call's actual cost in its trailer or
+// header; a real client on loopback never sees it, and the call's cost
+// of 1 is settled with it, unary and streaming alike.
+func TestCostKey(t *testing.T) {
+	now := func() time.Time { return at }
+	store := testkit.Memory(t, memorystore.WithClock(now))
+	eng, err := engine.New(engine.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := floodgate.Policy{Name: "tokens", Algorithm: floodgate.FixedWindow, Quota: 100, Window: time.Hour}
+	rule, err := eng.Compile(engine.Rule{Name: "grpc", Policies: []floodgate.Policy{p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := grpclimit.New(grpclimit.Config{Rule: rule, Key: grpclimit.ByMethod(), Fields: engine.Fields{Now: now}, CostKey: "X-Tokens-Used"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dial(t, grpc.NewServer(
+		grpc.ChainUnaryInterceptor(l.Unary(), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			report(ctx)
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(l.Stream(), func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			report(ss.Context())
+			return status.Error(codes.Canceled, "one message is enough") // ends the watch
+		})))
+	left := func() int64 {
+		t.Helper()
+		var res [1]floodgate.Result
+		if err := store.Take(t.Context(), "/grpc.health.v1.Health/Check", floodgate.Cost{}, []floodgate.Policy{p}, res[:]); err != nil {
+			t.Fatal(err)
+		}
+		return res[0].Remaining
+	}
+	for i, c := range []struct {
+		cost   int64
+		header bool
+		left   int64
+	}{{40, false, 60}, {1, true, 59}, {0, false, 59}} { // the last refunds its 1
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "want-cost", strconv.FormatInt(c.cost, 10))
+		if c.header {
+			ctx = metadata.AppendToOutgoingContext(ctx, "want-in", "header")
+		}
+		var hdr, trl metadata.MD
+		if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hdr), grpc.Trailer(&trl)); err != nil {
+			t.Fatal(err)
+		}
+		if len(hdr.Get("x-tokens-used"))+len(trl.Get("x-tokens-used")) > 0 {
+			t.Fatalf("call %d: the client sees the cost: header %v, trailer %v", i, hdr, trl)
+		}
+		if other := append(hdr.Get("x-other"), trl.Get("x-other")...); len(other) != 1 {
+			t.Fatalf("call %d: x-other %v, want it kept", i, other)
+		}
+		if got := left(); got != c.left {
+			t.Fatalf("call %d (cost %d): %d left, want %d", i, c.cost, got, c.left)
+		}
+	}
+	// A stream: 50 reported in its trailer, posted under the Watch key.
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "want-cost", "50")
+	w, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("watch: %v", err)
+	}
+	if trl := w.Trailer(); len(trl.Get("x-tokens-used")) > 0 || len(trl.Get("x-other")) != 1 {
+		t.Fatalf("watch trailer %v", trl)
+	}
+	var res [1]floodgate.Result
+	if err := store.Take(t.Context(), "/grpc.health.v1.Health/Watch", floodgate.Cost{}, []floodgate.Policy{p}, res[:]); err != nil || res[0].Remaining != 50 {
+		t.Fatalf("watch key: %+v %v, want 50 left", res[0], err)
+	}
+}
