@@ -79,6 +79,8 @@ type Listeners struct {
 	AllowedHosts []string `yaml:"allowed_hosts"`
 	// TLS, when set, serves every listener over TLS.
 	TLS *TLS `yaml:"tls"`
+	// GRPC bounds the gRPC listeners further (grpc.go).
+	GRPC GRPC `yaml:"grpc"`
 }
 
 // TLS is a listener's certificate, reloaded when its files change.
@@ -131,6 +133,7 @@ func (v *validator) security() {
 	if t := l.TLS; t != nil {
 		v.tlsFiles(t)
 	}
+	v.grpc()
 	if c.Admin.ReadToken != "" && c.Admin.Token == "" {
 		v.fail("admin.read_token", "needs admin.token too: without it every admin endpoint is open anyway")
 	}

@@ -1,0 +1,39 @@
+package server
+
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
+)
+
+// grpcOptions are the bounds every gRPC listener of the daemon is built
+// with (grpc.NewServer(grpcOptions(l)...)), so memory per connection and
+// per call stays bounded whatever clients send: listeners.max_header_bytes
+// caps a call's metadata (grpc-go's default is 16 MiB), grpc.max_message_bytes
+// its request, grpc.max_concurrent_streams the calls per connection, and
+// fixed 64 KiB flow-control windows (which turn off grpc-go's window growth
+// up to 16 MiB) the data a stream may buffer. The connection count is
+// listen's (listeners.max_connections).
+func grpcOptions(l config.Listeners) []grpc.ServerOption {
+	g := l.GRPC
+	const window = 64 << 10
+	return []grpc.ServerOption{
+		grpc.MaxHeaderListSize(uint32(l.MaxHeaderBytes)),
+		grpc.MaxRecvMsgSize(g.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(g.MaxConcurrentStreams),
+		grpc.InitialWindowSize(window),
+		grpc.InitialConnWindowSize(window),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     l.IdleTimeout.D(),
+			MaxConnectionAge:      g.MaxConnectionAge.D(),
+			MaxConnectionAgeGrace: g.MaxConnectionAgeGrace.D(),
+			Time:                  g.KeepaliveTime.D(),
+			Timeout:               g.KeepaliveTimeout.D(),
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             g.MinPingInterval.D(),
+			PermitWithoutStream: true,
+		}),
+	}
+}
