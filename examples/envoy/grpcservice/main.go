@@ -12,9 +12,11 @@ import (
 	"net"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
@@ -47,12 +49,35 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.UnaryInterceptor(limit.Unary()), grpc.StreamInterceptor(limit.Stream()))
+	g := grpc.NewServer(append(bounds(), grpc.UnaryInterceptor(limit.Unary()), grpc.StreamInterceptor(limit.Stream()))...)
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		log.Fatal(err)
 	}
+	// At most 10,000 connections; more wait in the kernel's backlog.
+	ln = netutil.LimitListener(ln, 10_000)
 	log.Printf("serving on %s", ln.Addr())
 	log.Fatal(g.Serve(ln))
+}
+
+// bounds keeps what one client can make the server hold small, as the
+// daemon's envoy_rls listener does (docs/DEPLOY.md, "Listener bounds"):
+// 64 KiB of metadata per call (grpc-go's default is 16 MiB), 64 KiB per
+// message (default 4 MiB), 100 calls per connection, fixed 64 KiB
+// flow-control windows, idle connections closed after 2 minutes and every
+// connection recycled after 30.
+func bounds() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxHeaderListSize(64 << 10),
+		grpc.MaxRecvMsgSize(64 << 10),
+		grpc.MaxConcurrentStreams(100),
+		grpc.InitialWindowSize(64 << 10),
+		grpc.InitialConnWindowSize(64 << 10),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: 2 * time.Minute, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second,
+			Time: 2 * time.Minute, Timeout: 20 * time.Second,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
 }
