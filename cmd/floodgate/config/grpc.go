@@ -22,8 +22,8 @@ type GRPC struct {
 	// (128 KiB). A larger one fails with RESOURCE_EXHAUSTED.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 	// MaxConcurrentStreams is the most calls in flight on one
-	// connection; default 100.
-	MaxConcurrentStreams uint32 `yaml:"max_concurrent_streams"`
+	// connection, 1..1048576; default 100.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
 	// MaxConnectionAge sends GOAWAY to a connection that old, so clients
 	// reconnect and spread over replicas; default 30m, 0 for never.
 	MaxConnectionAge Duration `yaml:"max_connection_age"`
@@ -51,8 +51,8 @@ func (v *validator) grpc() {
 	}
 	if !v.has(f + "max_concurrent_streams") {
 		g.MaxConcurrentStreams = DefaultGRPCMaxStreams
-	} else if g.MaxConcurrentStreams < 1 {
-		v.fail(f+"max_concurrent_streams", "must be at least 1, got %d", g.MaxConcurrentStreams)
+	} else if g.MaxConcurrentStreams < 1 || g.MaxConcurrentStreams > 1<<20 {
+		v.fail(f+"max_concurrent_streams", "must be within 1..1048576, got %d", g.MaxConcurrentStreams)
 	}
 	for _, d := range []struct {
 		name string

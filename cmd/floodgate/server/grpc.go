@@ -21,7 +21,7 @@ func grpcOptions(l config.Listeners) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxHeaderListSize(uint32(l.MaxHeaderBytes)),
 		grpc.MaxRecvMsgSize(g.MaxMessageBytes),
-		grpc.MaxConcurrentStreams(g.MaxConcurrentStreams),
+		grpc.MaxConcurrentStreams(uint32(g.MaxConcurrentStreams)),
 		grpc.InitialWindowSize(window),
 		grpc.InitialConnWindowSize(window),
 		grpc.KeepaliveParams(keepalive.ServerParameters{

@@ -10,9 +10,9 @@ import (
 	"flag"
 	"log"
 	"net"
+	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -56,7 +56,7 @@ func main() {
 		log.Fatal(err)
 	}
 	// At most 10,000 connections; more wait in the kernel's backlog.
-	ln = netutil.LimitListener(ln, 10_000)
+	ln = &limitListener{Listener: ln, free: make(chan struct{}, 10_000)}
 	log.Printf("serving on %s", ln.Addr())
 	log.Fatal(g.Serve(ln))
 }
@@ -80,4 +80,33 @@ func bounds() []grpc.ServerOption {
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
+}
+
+// limitListener accepts a connection only while fewer than cap(free)
+// are open.
+type limitListener struct {
+	net.Listener
+	free chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.free <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.free
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.free }}, nil
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
