@@ -56,7 +56,8 @@ type Caller struct {
 // Hash returns the SHA-256 of the caller's secret.
 func (c *Caller) Hash() [sha256.Size]byte { return c.hash }
 
-// Listeners bounds every listener (gateway, API, forward-auth, admin).
+// Listeners bounds every listener (gateway, API, forward-auth, admin,
+// envoy_rls).
 type Listeners struct {
 	// ReadHeaderTimeout bounds reading a request's headers; default 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
@@ -70,8 +71,9 @@ type Listeners struct {
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	// MaxHeaderBytes bounds a request's header block; default 65536.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
-	// MaxConnections is the most open connections per listener; more wait
-	// to be accepted. Default 10,000.
+	// MaxConnections is the most open connections per listener. At the
+	// cap an HTTP listener closes its connection idle longest for a new
+	// one; when all are busy, more wait to be accepted. Default 10,000.
 	MaxConnections int `yaml:"max_connections"`
 	// AllowedHosts are the Host values the API, forward-auth and admin
 	// listeners answer besides IP addresses, "localhost" and their listen
