@@ -213,8 +213,8 @@ func TestLimiterFailureModes(t *testing.T) {
 				}
 				break
 			}
-			if time.Since(back) > time.Second {
-				t.Fatalf("%s: no decision from Redis within 1 s of its return (last: degraded=%v err=%v)", name, d.Degraded, err)
+			if time.Since(back) > 5*time.Second { // 3 ms unloaded; the bound holds on a saturated host
+				t.Fatalf("%s: no decision from Redis within 5 s of its return (last: degraded=%v err=%v)", name, d.Degraded, err)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
