@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -16,6 +17,10 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -153,6 +158,35 @@ func readRLSEnd(fr *http2.Framer, w *lockedFramer) string {
 					return "grpc-status " + h.Value
 				}
 			}
+		}
+	}
+}
+
+// TestRLSMessageCap: a request message over listeners.grpc.max_message_bytes
+// (default 128 KiB) fails with RESOURCE_EXHAUSTED; one of 100 KiB reaches
+// the service, which refuses its over-long descriptor itself.
+func TestRLSMessageCap(t *testing.T) {
+	limits := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(limits, []byte("domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 100}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, fmt.Sprintf(rlsConfig, limits))
+	conn, err := grpc.NewClient(f.srv.Addr(FaceEnvoyRLS), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	for _, tc := range []struct {
+		size int
+		want codes.Code
+	}{{100 << 10, codes.InvalidArgument}, {200 << 10, codes.ResourceExhausted}} {
+		_, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
+			{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "k", Value: strings.Repeat("v", tc.size)}}}}})
+		if got := status.Code(err); got != tc.want {
+			t.Errorf("a %d KiB request: %v (%v), want %v", tc.size>>10, got, err, tc.want)
 		}
 	}
 }
