@@ -14,7 +14,8 @@ import (
 // its request, grpc.max_concurrent_streams the calls per connection, and
 // fixed 64 KiB flow-control windows (which turn off grpc-go's window growth
 // up to 16 MiB) the data a stream may buffer. The connection count is
-// listen's (listeners.max_connections).
+// listen's (listeners.max_connections). Every gRPC listener of the daemon
+// uses it; scripts/listener-bounds.sh measures what they cost.
 func grpcOptions(l config.Listeners) []grpc.ServerOption {
 	g := l.GRPC
 	const window = 64 << 10
@@ -24,6 +25,11 @@ func grpcOptions(l config.Listeners) []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(uint32(g.MaxConcurrentStreams)),
 		grpc.InitialWindowSize(window),
 		grpc.InitialConnWindowSize(window),
+		// A connection takes a write buffer from a pool only while it
+		// writes, and reads through 8 KiB (defaults: 32 KiB each, held
+		// for the connection's life).
+		grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(8 << 10),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle:     l.IdleTimeout.D(),
 			MaxConnectionAge:      g.MaxConnectionAge.D(),
