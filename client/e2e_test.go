@@ -35,7 +35,7 @@ func (r e2eResult) String() string {
 // then one window per quota, i.e. (n − quota) × window / quota. The evenly
 // paced ideal, (n − 1) × window / quota, is that of a client that never
 // bursts, as this one does (it slows down early, draft-11 §7).
-func runE2E(t *testing.T, n int, quota int64, window time.Duration, alg floodgate.Algorithm, clk *fakeClock, opts ...Option) e2eResult {
+func runE2E(t testing.TB, n int, quota int64, window time.Duration, alg floodgate.Algorithm, clk *fakeClock, opts ...Option) e2eResult {
 	t.Helper()
 	storeOpts := []memorystore.Option{}
 	now := time.Now
@@ -109,30 +109,27 @@ func TestAgainstFloodgate(t *testing.T) {
 	}
 }
 
-// TestAgainstFloodgateWallClock runs a scaled version in real time (40
-// GETs, 10 per second, about 4 s) so the wall-clock path (timers, real
-// latency) is covered too. At 40 requests the first quota's burst weighs
-// a quarter of the ideal, which a pacing client forgoes, so this short run
-// is held to the evenly paced ideal. FLOODGATE_CLIENT_LONG=1 runs the
-// issue's full 200 GETs at 10 per 10 s instead (about 200 s), held to the
-// ideal itself.
-func TestAgainstFloodgateWallClock(t *testing.T) {
-	long := os.Getenv("FLOODGATE_CLIENT_LONG") != ""
+// BenchmarkAgainstFloodgateWallClock runs a scaled version in real time
+// (40 GETs, 10 per second, about 4 s per iteration) so the wall-clock
+// path (timers, real latency) is measured too; how close it comes to the
+// evenly paced ideal depends on the machine's load, so it is a figure
+// (paced-ratio), not a test bound: TestAgainstFloodgate holds the bounds
+// in virtual time. At 40 requests the first quota's burst weighs a
+// quarter of the ideal, which a pacing client forgoes, hence the evenly
+// paced ideal. FLOODGATE_CLIENT_LONG=1 runs the full 200 GETs at
+// 10 per 10 s instead (about 200 s), reported against the ideal itself:
+//
+//	go test -run '^$' -bench AgainstFloodgateWallClock -benchtime 1x ./client
+func BenchmarkAgainstFloodgateWallClock(b *testing.B) {
 	n, window := 40, time.Second
-	if long {
+	if os.Getenv("FLOODGATE_CLIENT_LONG") != "" {
 		n, window = 200, 10*time.Second
-	} else if testing.Short() {
-		t.Skip("real time")
 	}
-	r := runE2E(t, n, 10, window, floodgate.GCRA, nil)
-	t.Log(r)
-	if r.refused > 5 {
-		t.Errorf("%d responses were 429, want at most a few", r.refused)
-	}
-	if ratio := r.pacedRatio(); !long && ratio > 1.25 {
-		t.Errorf("took %.2f× the evenly paced ideal", ratio)
-	}
-	if long && r.ratio() > 1.2 {
-		t.Errorf("took %.2f× the ideal time", r.ratio())
+	for b.Loop() {
+		r := runE2E(b, n, 10, window, floodgate.GCRA, nil)
+		b.Log(r)
+		b.ReportMetric(r.pacedRatio(), "paced-ratio")
+		b.ReportMetric(r.ratio(), "ideal-ratio")
+		b.ReportMetric(float64(r.refused), "429s")
 	}
 }

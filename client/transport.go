@@ -267,10 +267,17 @@ func (tr *Transport) jitter(d time.Duration) time.Duration {
 	return time.Duration(tr.cfg.random() * tr.cfg.jitter * float64(max(d, time.Second)))
 }
 
+// drainWait bounds reading a discarded body: one that stalls longer is
+// closed with its connection, so a refusal whose body stalls costs a call
+// at most ReadProblem's second and this.
+const drainWait = 100 * time.Millisecond
+
 // drain reads a little of a discarded body so the connection can be
 // reused, then closes it.
 func drain(resp *http.Response) {
+	stall := time.AfterFunc(drainWait, func() { resp.Body.Close() })
 	io.CopyN(io.Discard, resp.Body, 64<<10)
+	stall.Stop()
 	resp.Body.Close()
 }
 
@@ -292,24 +299,29 @@ func (tr *Transport) attempt(ctx context.Context, o *origin, req, orig *http.Req
 		return nil, nil, false, err
 	}
 
-	// Local request rate (C3): every attempt counts (C7).
-	now := tr.cfg.now()
-	rv := tr.rate.ReserveN(now, 1)
-	if d := rv.DelayFrom(now); d > tr.cfg.maxWait {
-		rv.CancelAt(now)
-		tr.stats.tooLong.Add(1)
-		return abort(ErrWaitTooLong)
-	} else if err := tr.cfg.sleep(ctx, d); err != nil {
-		rv.CancelAt(tr.cfg.now())
-		return abort(err)
-	}
-
+	// The concurrency slot first, then the rate token (C3): a token taken
+	// while waiting for a slot would be spent late, and the requests
+	// queued behind a slow server would leave together when it answers.
 	select {
 	case tr.sem <- struct{}{}:
 	case <-ctx.Done():
 		return abort(ctx.Err())
 	}
 	release := func() { <-tr.sem }
+
+	// Local request rate (C3): every attempt counts (C7).
+	now := tr.cfg.now()
+	rv := tr.rate.ReserveN(now, 1)
+	if d := rv.DelayFrom(now); d > tr.cfg.maxWait {
+		rv.CancelAt(now)
+		release()
+		tr.stats.tooLong.Add(1)
+		return abort(ErrWaitTooLong)
+	} else if err := tr.cfg.sleep(ctx, d); err != nil {
+		rv.CancelAt(tr.cfg.now())
+		release()
+		return abort(err)
+	}
 
 	var done func(error)
 	if o.breaker != nil {

@@ -132,14 +132,15 @@ func TestTimeouts(t *testing.T) {
 
 			start := time.Now()
 			err = s.Take(context.Background(), "k", one, ps, res)
-			if el := time.Since(start); !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) || el > 150*time.Millisecond {
+			if el := time.Since(start); !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) || el > 400*time.Millisecond {
+				// ~50 ms; the bound only tells it from the 550 ms left of the sleep.
 				t.Errorf("per-call timeout: %v after %v, want ErrStoreUnavailable (deadline exceeded) after ~50ms", err, el)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
 			defer cancel()
 			start = time.Now()
 			err = s.Take(ctx, "k", one, ps, res)
-			if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, floodgate.ErrStoreUnavailable) || el > 45*time.Millisecond {
+			if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, floodgate.ErrStoreUnavailable) || el > 400*time.Millisecond {
 				t.Errorf("context deadline: %v after %v, want context.DeadlineExceeded after ~15ms", err, el)
 			}
 		})
@@ -212,8 +213,8 @@ func TestLimiterFailureModes(t *testing.T) {
 				}
 				break
 			}
-			if time.Since(back) > time.Second {
-				t.Fatalf("%s: no decision from Redis within 1 s of its return (last: degraded=%v err=%v)", name, d.Degraded, err)
+			if time.Since(back) > 5*time.Second { // 3 ms unloaded; the bound holds on a saturated host
+				t.Fatalf("%s: no decision from Redis within 5 s of its return (last: degraded=%v err=%v)", name, d.Degraded, err)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -96,12 +96,12 @@ func checkFull(t *testing.T, reps []*replica, ip string) {
 func TestReductionMemory(t *testing.T) {
 	rep := newReplica(t, nil, nil, 0)
 	start := time.Now()
-	got, err := rep.client().Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "2s", Reason: "test"})
+	got, err := rep.client().Reduce(context.Background(), admin.ReduceRequest{Policies: []string{"api"}, Factor: 0.5, Duration: "5s", Reason: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Policy != "api" || got[0].Factor != 0.5 || got[0].Reason != "test" ||
-		got[0].Until.Before(start.Add(2*time.Second)) || got[0].Until.After(time.Now().Add(2*time.Second)) {
+		got[0].Until.Before(start.Add(5*time.Second)) || got[0].Until.After(time.Now().Add(5*time.Second)) {
 		t.Fatalf("Reduce returned %+v", got)
 	}
 	if f, until := rep.red.Factor("api"); f != 0.5 || !until.Equal(got[0].Until) {
@@ -111,7 +111,7 @@ func TestReductionMemory(t *testing.T) {
 		t.Fatalf("Factor(other) = %v", f)
 	}
 	checkHalved(t, []*replica{rep}, "192.0.2.10", 0)
-	if time.Since(start) > 1500*time.Millisecond {
+	if time.Since(start) > 4500*time.Millisecond { // ~0.1 s unloaded
 		t.Fatalf("too slow to test within the reduction: %v", time.Since(start))
 	}
 	time.Sleep(time.Until(got[0].Until))

@@ -56,7 +56,8 @@ type Caller struct {
 // Hash returns the SHA-256 of the caller's secret.
 func (c *Caller) Hash() [sha256.Size]byte { return c.hash }
 
-// Listeners bounds every listener (gateway, API, forward-auth, admin).
+// Listeners bounds every listener (gateway, API, forward-auth, admin,
+// envoy_rls).
 type Listeners struct {
 	// ReadHeaderTimeout bounds reading a request's headers; default 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
@@ -70,8 +71,9 @@ type Listeners struct {
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	// MaxHeaderBytes bounds a request's header block; default 65536.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
-	// MaxConnections is the most open connections per listener; more wait
-	// to be accepted. Default 10,000.
+	// MaxConnections is the most open connections per listener. At the
+	// cap an HTTP listener closes its connection idle longest for a new
+	// one; when all are busy, more wait to be accepted. Default 10,000.
 	MaxConnections int `yaml:"max_connections"`
 	// AllowedHosts are the Host values the API, forward-auth and admin
 	// listeners answer besides IP addresses, "localhost" and their listen
@@ -79,6 +81,8 @@ type Listeners struct {
 	AllowedHosts []string `yaml:"allowed_hosts"`
 	// TLS, when set, serves every listener over TLS.
 	TLS *TLS `yaml:"tls"`
+	// GRPC bounds the gRPC listeners further (grpc.go).
+	GRPC GRPC `yaml:"grpc"`
 }
 
 // TLS is a listener's certificate, reloaded when its files change.
@@ -131,6 +135,7 @@ func (v *validator) security() {
 	if t := l.TLS; t != nil {
 		v.tlsFiles(t)
 	}
+	v.grpc()
 	if c.Admin.ReadToken != "" && c.Admin.Token == "" {
 		v.fail("admin.read_token", "needs admin.token too: without it every admin endpoint is open anyway")
 	}

@@ -17,23 +17,43 @@ import (
 )
 
 // listen opens one listener as listeners says: at most MaxConnections
-// open connections (more wait in the kernel's backlog), over TLS when
-// listeners.tls is set.
+// open connections, over TLS when listeners.tls is set. At the cap, an
+// HTTP server whose ConnState is the listener's (see shedding) has its
+// connection idle longest closed to make room; otherwise new clients wait
+// in the kernel's backlog.
 func listen(addr string, l config.Listeners, logger *slog.Logger) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	ln = &limitListener{Listener: ln, free: make(chan struct{}, l.MaxConnections)}
+	ll := &limitListener{Listener: ln, free: make(chan struct{}, l.MaxConnections), idle: map[net.Conn]idleConn{}}
 	if l.TLS == nil {
-		return ln, nil
+		return ll, nil
 	}
 	certs, err := newCertFiles(l.TLS, logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: certs.config}), nil
+	return &tlsListener{Listener: tls.NewListener(ll, &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: certs.config}), limit: ll}, nil
+}
+
+// shedding returns the http.Server ConnState hook that lets ln close idle
+// connections at its cap, or nil when ln is not one of listen's.
+func shedding(ln net.Listener) func(net.Conn, http.ConnState) {
+	switch l := ln.(type) {
+	case *limitListener:
+		return l.track
+	case *tlsListener:
+		return l.limit.track
+	}
+	return nil
+}
+
+// tlsListener is a TLS listener over a limitListener.
+type tlsListener struct {
+	net.Listener
+	limit *limitListener
 }
 
 // httpServer builds the http.Server of one listener. The gateway streams
@@ -129,20 +149,37 @@ func (c *certFiles) load() (*tls.Config, error) {
 	return conf, nil
 }
 
-// limitListener accepts a connection only while fewer than cap(free) are
-// open: past it, Accept waits for one to close, and new clients wait in
-// the kernel's backlog instead of costing a goroutine and buffers each.
+// limitListener serves a connection only while fewer than cap(free) are
+// open. Past it, Accept takes the next connection from the kernel,
+// closes the connection idle longest (one waiting for its next request,
+// or for its first for over a second), then waits for a free place; other
+// new clients wait in the kernel's backlog instead of costing a goroutine
+// and buffers each. So idle keep-alive connections cannot lock new
+// clients out until their idle timeout.
 type limitListener struct {
 	net.Listener
 	free chan struct{} // one element per open connection
+
+	mu   sync.Mutex
+	idle map[net.Conn]idleConn
+}
+
+// idleConn is a connection without a request in progress.
+type idleConn struct {
+	since time.Time
+	fresh bool // has not sent its first request yet
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	l.free <- struct{}{}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.free
 		return nil, err
+	}
+	select {
+	case l.free <- struct{}{}:
+	default:
+		l.shed(time.Now())
+		l.free <- struct{}{}
 	}
 	return &limitedConn{Conn: c, release: func() { <-l.free }}, nil
 }
@@ -157,4 +194,41 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// track is the http.Server ConnState hook: connections between requests
+// (or before their first) may be shed.
+func (l *limitListener) track(c net.Conn, st http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch st {
+	case http.StateNew, http.StateIdle:
+		l.idle[c] = idleConn{since: time.Now(), fresh: st == http.StateNew}
+	default:
+		delete(l.idle, c)
+	}
+}
+
+// shed closes the connection idle longest, if any; closing it frees its
+// place (limitedConn.Close). A connection that has not sent its first
+// request counts only after a second, as net/http's Shutdown does after
+// five: its client may be about to send. A scan of at most
+// max_connections entries, made only at the cap.
+func (l *limitListener) shed(now time.Time) {
+	l.mu.Lock()
+	var oldest net.Conn
+	var since time.Time
+	for c, ic := range l.idle {
+		if ic.fresh && now.Sub(ic.since) < time.Second {
+			continue
+		}
+		if oldest == nil || ic.since.Before(since) {
+			oldest, since = c, ic.since
+		}
+	}
+	delete(l.idle, oldest)
+	l.mu.Unlock()
+	if oldest != nil {
+		oldest.Close()
+	}
 }

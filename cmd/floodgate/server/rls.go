@@ -110,7 +110,7 @@ func (s *Server) startRLS() error {
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceEnvoyRLS, err)
 	}
-	f := &rlsFace{g: grpc.NewServer(), health: health.NewServer()}
+	f := &rlsFace{g: grpc.NewServer(grpcOptions(s.start.Listeners)...), health: health.NewServer()}
 	svc.Register(f.g)
 	healthpb.RegisterHealthServer(f.g, f.health)
 	f.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_SERVING)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -288,10 +289,15 @@ func TestMaxHeaderBytes(t *testing.T) {
 }
 
 // TestConnectionCap: a listener holds at most listeners.max_connections
-// open connections; the next waits until one closes.
+// open connections; while all are busy with a request, the next waits
+// until one closes.
 func TestConnectionCap(t *testing.T) {
-	f := start(t, baseConfig+"listeners: {max_connections: 2}\n")
-	addr := f.srv.Addr(FaceAdmin)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer up.Close()
+	defer close(release)
+	f := start(t, fmt.Sprintf("gateway: {listen: '127.0.0.1:0', upstream: %q, timeout: 1m}\nadmin: {listen: 'off'}\nlisteners: {max_connections: 2}\nlog: {level: error}\n", up.URL))
+	addr := f.srv.Addr(FaceGateway)
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
@@ -299,11 +305,7 @@ func TestConnectionCap(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-		buf := make([]byte, 12)
-		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "HTTP/1.1 200" {
-			t.Fatalf("connection within the cap: %q %v", buf, err)
-		}
+		fmt.Fprint(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n") // held by the upstream
 		held = append(held, c)
 	}
 	third, err := net.Dial("tcp", addr) // the kernel accepts; the server does not
@@ -311,16 +313,67 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer third.Close()
-	fmt.Fprint(third, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprint(third, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 	third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if n, _ := third.Read(make([]byte, 1)); n != 0 {
-		t.Fatal("a third connection was served while two were open")
+		t.Fatal("a third connection was served while two were busy")
 	}
 	held[0].Close()
+	release <- struct{}{} // the first request's upstream call ends
+	release <- struct{}{} // the second's
+	release <- struct{}{} // the third's
 	third.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 12)
 	if _, err := io.ReadFull(third, buf); err != nil || string(buf) != "HTTP/1.1 200" {
 		t.Fatalf("after one closed: %q %v", buf, err)
+	}
+}
+
+// TestIdleConnectionsShed: with every place of listeners.max_connections
+// held by idle keep-alive connections and connections that never sent a
+// request, a new client is served at once (not after idle_timeout, 2m,
+// or read_header_timeout, 10s): the connection idle longest is closed.
+// The busy ones are kept.
+func TestIdleConnectionsShed(t *testing.T) {
+	f := start(t, baseConfig+"listeners: {max_connections: 20}\n")
+	addr := f.srv.Addr(FaceAdmin)
+	get := func(c net.Conn) error {
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	var conns []net.Conn
+	for i := range 20 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i < 15 { // keep-alive, idle after one request; the rest silent
+			if err := get(c); err != nil {
+				t.Fatalf("connection %d within the cap: %v", i, err)
+			}
+		}
+		conns = append(conns, c)
+	}
+	for i := range 5 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := get(c); err != nil {
+			t.Fatalf("new client %d at the cap: %v", i, err)
+		}
+	}
+	conns[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conns[0].Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("the connection idle longest is still open: %d %v", n, err)
 	}
 }
 

@@ -271,6 +271,7 @@ func (s *Server) Start() error {
 	for i, b := range binds {
 		gateway := len(b.faces) == 1 && b.faces[0] == FaceGateway
 		srv := httpServer(s.handler(b), cfg, gateway, s.logger)
+		srv.ConnState = shedding(lns[i])
 		s.servers = append(s.servers, srv)
 		go func(ln net.Listener) {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
