@@ -141,7 +141,7 @@ func TestAdminBehindToken(t *testing.T) {
 			t.Errorf("GET %s with the read token: %d, want 200", p, got)
 		}
 	}
-	for _, p := range []string{"/healthz", "/readyz"} {
+	for _, p := range []string{"/healthz", "/readyz", "/healthz/store"} {
 		if got := admin("GET", p, ""); got != 200 {
 			t.Errorf("probe %s: %d", p, got)
 		}

@@ -375,6 +375,7 @@ func (s *Server) route(mux *http.ServeMux, f Face, addr string) {
 		admin("GET /metrics", adminCounts, http.HandlerFunc(s.handleMetrics))
 		mux.HandleFunc("GET /healthz", s.handleHealthz)
 		mux.HandleFunc("GET /readyz", s.handleReadyz)
+		mux.HandleFunc("GET /healthz/store", s.handleStoreHealth)
 		admin("POST /-/reload", adminChanges, http.HandlerFunc(s.handleReload))
 		if s.ops != nil {
 			// Their GETs are read-only (dashboard, top offenders, alerts,

@@ -571,7 +571,7 @@ func TestAdmin(t *testing.T) {
 	mu.Lock()
 	pingErr = failing
 	mu.Unlock()
-	if resp, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 || !strings.Contains(body, "does not answer") {
+	if resp, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 || !strings.Contains(body, `"status":"not_ready"`) {
 		t.Errorf("readyz with the store down: %d %s", resp.StatusCode, body)
 	}
 	if resp, _ := testkit.Do(t, "GET", f.url(FaceAdmin, "/metrics"), ""); resp.StatusCode != 401 {
