@@ -82,4 +82,3 @@ func TestDashboardLoginBrowser(t *testing.T) {
 		t.Errorf("login prompts %v, want one refused wrong password, then the token", prompts)
 	}
 }
-
