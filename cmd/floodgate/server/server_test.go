@@ -374,7 +374,7 @@ func TestAPIQueryStrict(t *testing.T) {
 			t.Errorf("%s ?%s: %d %s", c.method, c.query, resp.StatusCode, body)
 		}
 	}
-	if resp, body := testkit.Do(t, "GET", f.url(FaceAPI, "/v1/limits/k?rule=api"), ""); resp.StatusCode != 200 {
+	if resp, body := testkit.Do(t, "GET", f.url(FaceAPI, "/v1/limits/k?rule=api&form=partition"), ""); resp.StatusCode != 200 {
 		t.Errorf("a good query: %d %s", resp.StatusCode, body)
 	}
 }
