@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer) (*daemonMetrics, error) {
 			Name: "floodgate_api_checks_total", Help: "Decision API checks by outcome (allowed, denied, error).",
 		}, []string{"outcome"}),
 		auth: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_forward_auth_total", Help: "Forward-auth answers by outcome (allowed, denied, untrusted, bad_request, error).",
+			Name: "floodgate_forward_auth_total", Help: "Forward-auth answers by outcome (allowed, denied, unavailable, untrusted, bad_request, error).",
 		}, []string{"outcome"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "floodgate_config_reloads_total", Help: "Configuration reloads by result (ok, error).",
