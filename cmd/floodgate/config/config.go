@@ -313,6 +313,10 @@ type Log struct {
 	// key's refusals; the later record counts those left out. Default
 	// 10s; 0 for the default.
 	RefusalInterval Duration `yaml:"refusal_interval"`
+	// Access logs one INFO record per gateway request ("request": method,
+	// path without its query, status, duration, rule, client fingerprint);
+	// default off.
+	Access bool `yaml:"access"`
 }
 
 // Policy returns the compiled policy of that name.

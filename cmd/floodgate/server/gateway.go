@@ -25,7 +25,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "Not Found", "the gateway is switched off in the configuration")
 		return
 	}
-	st.gateway.ServeHTTP(w, r)
+	s.observeGateway(st, st.gateway, w, r)
 }
 
 // newTransport is shared by every proxy a reload builds, so idle upstream

@@ -60,6 +60,10 @@ type Server struct {
 	rls *rlsFace  // the envoy_rls gRPC listener (rls.go)
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
+
+	decisions         *metrics.Metrics // declares each rule's series (observe.go)
+	gw                *gatewayMetrics
+	version, revision string // floodgate_build_info (WithBuildInfo)
 }
 
 // Option configures a Server.
@@ -94,6 +98,7 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 	if s.logger == nil {
 		s.logger = NewLogger(cfg.Log, os.Stderr)
 	}
+	routeRedisLogs(s.logger)
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -104,6 +109,10 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if s.m, err = newMetrics(s.reg); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	s.decisions = decisions
+	if err := s.registerObservability(); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if s.store == nil {

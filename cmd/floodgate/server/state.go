@@ -64,6 +64,7 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 	if st.mw, err = httplimit.New(hc); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.declareRules(cfg)
 	var rate []floodgate.Policy
 	for _, p := range cfg.AllPolicies() {
 		st.policies[p.Name] = p
