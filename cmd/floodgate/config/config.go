@@ -78,6 +78,8 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful shutdown; default 10s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	Log             Log      `yaml:"log"`
+	// Tracing exports a span per decision over OTLP (tracing.go).
+	Tracing Tracing `yaml:"tracing"`
 	// Ops configures abuse detection, the alert webhook, the dashboard
 	// and capacity reductions (ops.go).
 	Ops Ops `yaml:"ops"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/metrics"
 )
 
 // WithBuildInfo gives floodgate_build_info its version and revision (the
@@ -23,6 +24,19 @@ func WithBuildInfo(version, revision string) Option {
 type gatewayMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+}
+
+// setupMetrics registers the decisions' metrics (package metrics), the
+// daemon's own and those of registerObservability.
+func (s *Server) setupMetrics() error {
+	var err error
+	if s.decisions, err = metrics.New(s.reg); err != nil {
+		return err
+	}
+	if s.m, err = newMetrics(s.reg); err != nil {
+		return err
+	}
+	return s.registerObservability()
 }
 
 // registerObservability registers floodgate_build_info and the gateway's

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
@@ -61,7 +62,8 @@ type Server struct {
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
 
-	decisions         *metrics.Metrics // declares each rule's series (observe.go)
+	tp                trace.TracerProvider // nil: tracing off (tracing.go)
+	decisions         *metrics.Metrics     // declares each rule's series (observe.go)
 	gw                *gatewayMetrics
 	version, revision string // floodgate_build_info (WithBuildInfo)
 }
@@ -103,16 +105,7 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	var err error
-	decisions, err := metrics.New(s.reg)
-	if err != nil {
-		return nil, fmt.Errorf("server: metrics: %w", err)
-	}
-	if s.m, err = newMetrics(s.reg); err != nil {
-		return nil, fmt.Errorf("server: metrics: %w", err)
-	}
-	s.decisions = decisions
-	if err := s.registerObservability(); err != nil {
+	if err := s.setupMetrics(); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if s.store == nil {
@@ -137,9 +130,13 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		s.closeStore()
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	ec := engine.Config{Store: s.store, Local: s.local, Observer: decisions, Logger: s.logger, Breaker: br}
+	ec := engine.Config{Store: s.store, Local: s.local, Observer: s.decisions, Logger: s.logger, Breaker: br}
+	if ec.Tracer, err = s.setupTracing(cfg); err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	if o := s.ops; o != nil {
-		ec.Observer = engine.Observers{decisions, o.detector, o.offenders, o.stats}
+		ec.Observer = engine.Observers{s.decisions, o.detector, o.offenders, o.stats}
 		ec.Blocker, ec.Capacity = o.detector, o.red
 	}
 	if s.eng, err = engine.New(ec); err != nil {
@@ -338,7 +335,7 @@ func (s *Server) binds() []*bind {
 // others' routes on one mux.
 func (s *Server) handler(b *bind) http.Handler {
 	if len(b.faces) == 1 && b.faces[0] == FaceGateway {
-		return http.HandlerFunc(s.serveGateway)
+		return s.traced(http.HandlerFunc(s.serveGateway))
 	}
 	mux := http.NewServeMux()
 	for _, f := range b.faces {
@@ -358,7 +355,7 @@ func (s *Server) handler(b *bind) http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusForbidden, "Forbidden", "a cross-origin request from a browser page: refused, so that no page a user visits can spend or change limits")
 	}))
-	return cop.Handler(mux)
+	return s.traced(cop.Handler(mux))
 }
 
 // route mounts face's endpoints on mux. The API's and the admin's
