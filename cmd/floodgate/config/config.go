@@ -117,6 +117,9 @@ type Gateway struct {
 	// WriteTimeout bounds writing a whole response, streams included;
 	// default 5m, 0 for none (endless event streams).
 	WriteTimeout Duration `yaml:"write_timeout"`
+	// Routes send matching requests to other upstreams (routes.go);
+	// the rest go to Upstream.
+	Routes []Route `yaml:"routes"`
 }
 
 // API is the decision API face (/v1/check, /v1/limits).

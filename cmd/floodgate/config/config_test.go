@@ -21,7 +21,7 @@ func TestLoadReportsEveryError(t *testing.T) {
 	}
 	want := []string{
 		`testdata/bad.yaml:3: gateway.upstream: want an http:// or https:// URL with a host, or "demo"; got "ftp://example.com"`,
-		`testdata/bad.yaml:4: gateway.timout: unknown field (did you mean "timeout"?) (known: listen, upstream, timeout, flush_interval, upload_timeout, write_timeout)`,
+		`testdata/bad.yaml:4: gateway.timout: unknown field (did you mean "timeout"?) (known: listen, upstream, timeout, flush_interval, upload_timeout, write_timeout, routes)`,
 		`testdata/bad.yaml:9: store.redis.timeout: bad duration "fast" (want e.g. "500ms", "30s", "1m", "1h" or "1d")`,
 		`testdata/bad.yaml:18: policies.api.burst: must not be negative, got -1`,
 		`testdata/bad.yaml:23: policies.weird.burst: applies to token-bucket and gcra only, not sliding-window-counter (use a second, shorter policy for a burst limit)`,

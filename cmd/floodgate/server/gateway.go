@@ -47,12 +47,17 @@ func (s *Server) newProxy(target *url.URL, g *config.Gateway, res *clientip.Reso
 		s.transport.ResponseHeaderTimeout = g.Timeout.D()
 		old.CloseIdleConnections()
 	}
+	return s.proxyFor(target, g, res, s.transport)
+}
+
+// proxyFor proxies to target through t.
+func (s *Server) proxyFor(target *url.URL, g *config.Gateway, res *clientip.Resolver, t *http.Transport) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			setForwarded(pr, res)
 		},
-		Transport:     s.transport,
+		Transport:     t,
 		FlushInterval: g.FlushInterval.D(),
 		ErrorHandler:  s.upstreamError,
 		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -45,6 +46,8 @@ type Server struct {
 	ping      func(context.Context) error
 	closeFns  []func() error
 	transport *http.Transport
+	// routeTransports serve gateway.routes, one per timeout (routes.go).
+	routeTransports map[time.Duration]*http.Transport
 
 	file  string // reloaded by Reload; "" when built from a Config only
 	start *config.Config
@@ -424,6 +427,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.demo.close()
 	}
 	s.transport.CloseIdleConnections()
+	for _, t := range s.routeTransports {
+		t.CloseIdleConnections()
+	}
 	s.mu.Unlock()
 	if err := s.closeStore(); err != nil {
 		errs = append(errs, err)

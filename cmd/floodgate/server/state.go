@@ -174,7 +174,11 @@ func (s *Server) gatewayFor(cfg *config.Config, st *state) (http.Handler, error)
 	if err != nil {
 		return nil, fmt.Errorf("server: gateway.upstream: %w", err)
 	}
-	return st.mw.Wrap(s.newProxy(u, g, st.resolver)), nil
+	h, err := s.routed(g, st, s.newProxy(u, g, st.resolver))
+	if err != nil {
+		return nil, err
+	}
+	return st.mw.Wrap(h), nil
 }
 
 // set returns the compiled rule for an API caller's list of policy
