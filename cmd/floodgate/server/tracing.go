@@ -69,17 +69,23 @@ func (s *Server) traced(h http.Handler) http.Handler {
 type decisionTracer struct{ t trace.Tracer }
 
 func (d decisionTracer) Start(ctx context.Context, rule string) (context.Context, func(*engine.Outcome)) {
-	ctx, span := d.t.Start(ctx, "floodgate.decision", trace.WithAttributes(attribute.String("floodgate.rule", rule)))
-	return ctx, func(o *engine.Outcome) {
-		if span.IsRecording() {
-			span.SetAttributes(outcomeAttributes(o)...)
-			if o.Verdict == engine.Unavailable {
-				span.SetStatus(codes.Error, "rate-limit store unavailable")
-			}
+	sctx, span := d.t.Start(ctx, "floodgate.decision")
+	if !span.IsRecording() {
+		// Not sampled: nothing to record, so no attributes and no
+		// closure are built, and the decision keeps the caller's context.
+		return ctx, endNothing
+	}
+	span.SetAttributes(attribute.String("floodgate.rule", rule))
+	return sctx, func(o *engine.Outcome) {
+		span.SetAttributes(outcomeAttributes(o)...)
+		if o.Verdict == engine.Unavailable {
+			span.SetStatus(codes.Error, "rate-limit store unavailable")
 		}
 		span.End()
 	}
 }
+
+func endNothing(*engine.Outcome) {}
 
 func outcomeAttributes(o *engine.Outcome) []attribute.KeyValue {
 	a := []attribute.KeyValue{
