@@ -65,12 +65,13 @@ test-stress:
 
 # The ways to install and run it: `go install …@latest` from a release
 # played into a scratch copy, the static binary in an empty root (what
-# the image holds), the Kubernetes manifests, compose file and container
+# the image holds), the Kubernetes manifests, the Helm chart (linted and
+# rendered by Helm, FLOODGATE_TEST_HELM), compose file and container
 # configuration (deploy/ module), the systemd unit, and the Caddy example.
 test-deploy:
 	scripts/install-test.sh
 	scripts/emptyroot-test.sh
-	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
+	. /tmp/floodgate-test/env && cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	scripts/systemd-test.sh
 	scripts/examples-test.sh
 

@@ -3,6 +3,7 @@ package deploy
 import (
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -86,7 +87,7 @@ func TestCompose(t *testing.T) {
 	if want := []string{"./deploy/compose/floodgate:/etc/floodgate:ro"}; !reflect.DeepEqual(fg.Volumes, want) {
 		t.Errorf("floodgate volumes %v, want %v", fg.Volumes, want)
 	}
-	if want := []string{"127.0.0.1:8080:8080", "127.0.0.1:8081:8081", "127.0.0.1:9090:9090"}; !reflect.DeepEqual(fg.Ports, want) {
+	if want := []string{"127.0.0.1:8080:8080", "127.0.0.1:9090:9090"}; !reflect.DeepEqual(fg.Ports, want) {
 		t.Errorf("floodgate ports %v, want %v", fg.Ports, want)
 	}
 	for _, v := range app.Volumes {
@@ -98,6 +99,18 @@ func TestCompose(t *testing.T) {
 	cfg := loadConfig(t, file, map[string]string{"FLOODGATE_REDIS_URL": fg.Environment["FLOODGATE_REDIS_URL"]})
 	if cfg.Gateway.Upstream != "http://app:3000" || cfg.Store.Type != "redis" || cfg.Store.Redis.URL != "redis://redis:6379/0" {
 		t.Errorf("gateway → %q, store %q at %q", cfg.Gateway.Upstream, cfg.Store.Type, cfg.Store.Redis.URL)
+	}
+	// Every published port reaches a listener on every interface of the
+	// container: a port published to a loopback listener answers nothing.
+	for _, p := range fg.Ports {
+		port := p[strings.LastIndexByte(p, ':')+1:]
+		listens := map[string]string{"8080": cfg.Gateway.Listen, "9090": cfg.Admin.Listen}
+		if cfg.API != nil {
+			listens["8081"] = cfg.API.Listen
+		}
+		if l := listens[port]; l != ":"+port {
+			t.Errorf("compose.yaml publishes %s, where the daemon listens on %q", p, l)
+		}
 	}
 	sameLimitsAsQuickstart(t, file)
 }

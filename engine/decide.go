@@ -205,10 +205,7 @@ func (o *Outcome) Violated() []string {
 	return names
 }
 
-// Decide runs the rule for one request; see the package doc for the order
-// of its steps. A refused request holds no slot; an admitted one may, so
-// the caller must Release the Outcome when the request's work ends.
-func (c *Compiled) Decide(ctx context.Context, req Request) Outcome {
+func (c *Compiled) decide(ctx context.Context, req Request) Outcome {
 	req.Key = BoundKey(req.Key)
 	out := Outcome{Summary: -1}
 	var latency time.Duration

@@ -34,6 +34,9 @@ type Config struct {
 	// that an outage is one breaker state; default a floodgate.NewBreaker
 	// on Clock logging its transitions to Logger.
 	Breaker *floodgate.Breaker
+	// Tracer, if set, is told of every decision Compiled.Decide makes
+	// (tracing: a span per decision). Nil costs one comparison.
+	Tracer Tracer
 }
 
 // Blocker holds keys refused outright for a while, e.g. after abuse was
@@ -96,6 +99,7 @@ type Engine struct {
 	logger   *slog.Logger
 	clock    floodgate.Clock
 	breaker  *floodgate.Breaker
+	tracer   Tracer
 }
 
 // New returns an Engine, or an error when cfg has no Store (or a nil
@@ -108,7 +112,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("engine: Local is a nil pointer")
 	}
 	e := &Engine{store: cfg.Store, local: cfg.Local, blocker: cfg.Blocker, capacity: cfg.Capacity,
-		observer: cfg.Observer, logger: cfg.Logger, clock: cfg.Clock, breaker: cfg.Breaker}
+		observer: cfg.Observer, logger: cfg.Logger, clock: cfg.Clock, breaker: cfg.Breaker, tracer: cfg.Tracer}
 	if e.logger == nil {
 		e.logger = slog.Default()
 	}

@@ -44,6 +44,11 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, ke
 		what := "rate limit store"
 		if se := (*SourceError)(nil); errors.As(o.Err, &se) {
 			what = se.Source
+		} else {
+			// fail-closed answering for a failing store: marked as the
+			// other failure modes' answers are, so that a proxy or an
+			// operator tells it from the upstream's own 503s.
+			w.Header()[engine.FieldDegraded] = []string{"store-unavailable"}
 		}
 		serviceUnavailable(w, what+" unavailable for rule "+strconv.Quote(ru.name))
 	}

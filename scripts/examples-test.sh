@@ -29,6 +29,9 @@ for f in examples/caddy/Caddyfile examples/caddy/docker/Caddyfile; do
   check "caddy adapt --config $f" caddy adapt --config "$f" >/dev/null 2>&1
 done
 
+listen=$(caddy adapt --config examples/caddy/Caddyfile 2>/dev/null | grep -o '"listen":\[[^]]*\]' | sort -u | tr '\n' ' ')
+check "the host example's Caddy listens on loopback only: $listen" test "$listen" = '"listen":["127.0.0.1:3000"] "listen":["127.0.0.1:8000"] '
+
 # The README's steps, from examples/caddy, with floodgate on PATH.
 unshare --net --fork bash -s "$dir" <<'INNER' >"$dir/out"
 set -u

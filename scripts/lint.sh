@@ -11,7 +11,7 @@ if [ ! -x "$bin/staticcheck" ]; then
   GOBIN="$bin" "$GO" install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
 status=0
-unformatted=$(gofmt -l $(git ls-files '*.go'))
+unformatted=$(gofmt -l $(git ls-files '*.go' | sort -u))
 if [ -n "$unformatted" ]; then
   echo "not gofmt-clean; run gofmt -w on:" >&2
   echo "$unformatted" >&2

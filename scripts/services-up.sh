@@ -129,6 +129,14 @@ ensure_bin ss iproute2
 # The ops dashboard's browser test drives Debian's Chromium headless.
 ensure_bin chromium chromium
 ensure_postgres
+# The Helm chart's test (deploy/helm_test.go) lints and renders it with
+# Helm, built from the Go module proxy into a scratch directory outside
+# the repository (Debian has no package); the first build takes minutes.
+HELM_BIN="$(dirname "$ENV_FILE")/bin/helm"
+if [[ ! -x $HELM_BIN ]]; then
+  log "building Helm (helm.sh/helm/v4 v4.3.2) into $(dirname "$HELM_BIN")"
+  GOBIN="$(dirname "$HELM_BIN")" go install helm.sh/helm/v4/cmd/helm@v4.3.2 >&2 || die "go install helm.sh/helm/v4/cmd/helm failed"
+fi
 
 how="reused the running instances"
 if ((fresh)) || ! all_healthy; then
@@ -147,6 +155,7 @@ export FLOODGATE_TEST_POSTGRES='$PG_URL'
 export FLOODGATE_TEST_NGINX=$(command -v nginx)
 export FLOODGATE_TEST_WRK=$(command -v wrk)
 export FLOODGATE_TEST_CHROMIUM=$(command -v chromium)
+export FLOODGATE_TEST_HELM=$HELM_BIN
 export FLOODGATE_TEST_REDIS_NODE=$here/redis-node.sh
 EOF
 mv "$tmp_env" "$ENV_FILE"

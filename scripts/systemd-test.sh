@@ -3,8 +3,10 @@
 #   - systemd-analyze verify passes and prints nothing (the binary path
 #     pointed at a fresh scripts/build.sh build);
 #   - systemd-analyze security rates its sandbox "OK" (exposure <= 2.0);
-#   - its ExecReload, run as systemd would with $MAINPID, reloads a
-#     running daemon: the new quota is in force, the reload counted ok.
+#   - its ExecReload lines, run as systemd would (in order, stopping at the
+#     first failure) with $MAINPID, reload a running daemon: the new quota
+#     is in force, the reload counted ok; a file the daemon rejects fails
+#     the reload (exit status not 0) and the old quota stays.
 # Installs systemd (for systemd-analyze) from Debian when missing; needs
 # root for unshare. Ends with "N passed, N failed".
 set -euo pipefail
@@ -27,7 +29,8 @@ check "systemd-analyze verify: exit $rc, ${#out} bytes of complaints" test "$rc.
 level=$(systemd-analyze security --offline=yes "$dir/floodgate.service" 2>&1 | sed -n 's/.*Overall exposure level for floodgate.service: \([0-9.]*\).*/\1/p')
 check "systemd-analyze security: exposure ${level:-?}" awk -v l="${level:-99}" 'BEGIN { exit !(l <= 2.0) }'
 
-reload=$(sed -n 's/^ExecReload=//p' "$unit")
+# The ExecReload lines joined by &&, on the test's binary and file.
+reload=$(sed -n 's/^ExecReload=//p' "$dir/floodgate.service" | sed "s|/etc/floodgate/floodgate.yaml|$dir/floodgate.yaml|" | paste -sd '&' | sed 's/&/ \&\& /g')
 cat >"$dir/floodgate.yaml" <<'YAML'
 api: {listen: "127.0.0.1:8081"}
 admin: {listen: "127.0.0.1:9090"}
@@ -50,11 +53,17 @@ eval "${reload//\$MAINPID/$MAINPID}"
 for _ in $(seq 50); do [[ $(limit) == '"limit":7' ]] && break; sleep 0.1; done
 echo "after=$(limit)"
 echo "reloads=$(curl -s http://127.0.0.1:9090/metrics | grep '^floodgate_config_reloads_total{result="ok"}')"
+sed -i 's/quota: 7/quota: -1/' "$dir/floodgate.yaml"
+( eval "${reload//\$MAINPID/$MAINPID}" ) >/dev/null 2>&1 && rc=0 || rc=$?
+echo "bad_reload_rc=$rc"
+echo "after_bad=$(limit)"
 kill -TERM "$MAINPID"; wait "$MAINPID"; echo "exit=$?"
 INNER
 cat "$dir/reload.out"
 check "ExecReload ($reload) applies the new quota" grep -qx 'after="limit":7' "$dir/reload.out"
 check "the reload counts as ok" grep -qx 'reloads=floodgate_config_reloads_total{result="ok"} 1' "$dir/reload.out"
+check "a rejected file fails the reload" grep -qx 'bad_reload_rc=[1-9][0-9]*' "$dir/reload.out"
+check "the old quota stays after it" grep -qx 'after_bad="limit":7' "$dir/reload.out"
 check "SIGTERM afterwards: exit 0" grep -qx 'exit=0' "$dir/reload.out"
 if ((failed > 0)); then cat "$dir/daemon.log"; fi
 echo "systemd: $passed passed, $failed failed"

@@ -170,7 +170,7 @@ func TestReloadsDuringLoad(t *testing.T) {
 	}
 	checkLoad(t, loadUntilOver(t, wrk, "http://"+gw, <-done))
 	_, metrics := testkit.Do(t, "GET", "http://"+admin+"/metrics", "")
-	if !strings.Contains(metrics, `floodgate_config_reloads_total{result="ok"} 10`) || strings.Contains(metrics, `result="error"`) {
+	if !strings.Contains(metrics, `floodgate_config_reloads_total{result="ok"} 10`) || !strings.Contains(metrics, `floodgate_config_reloads_total{result="error"} 0`) {
 		t.Errorf("reload metrics:\n%s", grepLines(metrics, "floodgate_config_reloads_total"))
 	}
 }

@@ -8,6 +8,7 @@
 //	floodgate keys add|list|revoke        API keys of tiered quotas, in PostgreSQL
 //	floodgate tiers set|list              tiers (plans) of API keys, in PostgreSQL
 //	floodgate healthcheck [URL]             exit 0 when the admin listener answers /healthz
+//	floodgate fingerprint --rule R KEY    a key's partition key and the fingerprint dashboards show
 //	floodgate version                     version, commit and build date
 //	floodgate ratelimit                   envoyproxy/ratelimit's environment (also: the binary run as "ratelimit")
 package main
@@ -57,7 +58,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServe(), newValidate(), newVersion(), newHealthcheck(), newLoadtest(), newProbe(), newReduce(), newKeys(), newTiers(), newRatelimit())
+	root.AddCommand(newServe(), newValidate(), newVersion(), newHealthcheck(), newLoadtest(), newProbe(), newReduce(), newKeys(), newTiers(), newRatelimit(), newFingerprint())
 	root.SetErr(os.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintf(c.ErrOrStderr(), "floodgate: %v\n%s", err, c.UsageString())

@@ -27,7 +27,7 @@ func TestNginxAuthRequest(t *testing.T) {
 	}))
 	defer app.Close()
 
-	auth, nginxAddr := freePort(t), freePort(t)
+	auth := freePort(t)
 	startDaemon(t, fmt.Sprintf(`
 forward_auth: {listen: %q}
 admin: {listen: "off"}
@@ -39,61 +39,7 @@ rules:
   - {name: api, match: "/api/", key: "{ip}|{route}", policies: [api]}
 `, auth), auth)
 
-	// The configuration is examples/nginx/floodgate.conf with this test's
-	// ports and paths.
-	tmpl, err := os.ReadFile("../../examples/nginx/floodgate.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	site := strings.NewReplacer(
-		"127.0.0.1:8081", auth,
-		"127.0.0.1:3000", strings.TrimPrefix(app.URL, "http://"),
-		"listen 80;", "listen "+nginxAddr+";",
-	).Replace(string(tmpl))
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;" // workers must read the temp dirs below
-	}
-	conf := fmt.Sprintf(`%s
-worker_processes 1;
-daemon off;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path %[2]s/body;
-  proxy_temp_path %[2]s/proxy;
-  fastcgi_temp_path %[2]s/fastcgi;
-  uwsgi_temp_path %[2]s/uwsgi;
-  scgi_temp_path %[2]s/scgi;
-%[3]s
-}
-`, user, dir, site)
-	confFile := filepath.Join(dir, "nginx.conf")
-	os.WriteFile(confFile, []byte(conf), 0o644)
-	if out, err := exec.Command(nginx, "-t", "-p", dir, "-c", confFile).CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t: %v\n%s\n%s", err, out, conf)
-	}
-	cmd := exec.Command(nginx, "-p", dir, "-c", confFile)
-	out := &testkit.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGQUIT)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-		}
-	}()
-	waitPort(t, nginxAddr, out)
-
+	nginxAddr, dir := startNginx(t, nginx, auth, strings.TrimPrefix(app.URL, "http://"), nil)
 	url := "http://" + nginxAddr + "/api/items"
 	for i := 1; i <= 3; i++ {
 		resp, body := testkit.Do(t, "GET", url, "")
@@ -136,4 +82,68 @@ http {
 func readFile(dir, name string) string {
 	b, _ := os.ReadFile(filepath.Join(dir, name))
 	return string(b)
+}
+
+// startNginx runs nginx on examples/nginx/floodgate.conf with the test's
+// ports (Floodgate's forward-auth at auth, the app at app), the server
+// block rewritten by edit when it is not nil, until the test ends; it
+// returns nginx's address and its directory (error.log).
+func startNginx(t *testing.T, nginx, auth, app string, edit func(string) string) (string, string) {
+	t.Helper()
+	tmpl, err := os.ReadFile("../../examples/nginx/floodgate.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, dir := freePort(t), t.TempDir()
+	site := strings.NewReplacer(
+		"127.0.0.1:8081", auth,
+		"127.0.0.1:3000", app,
+		"listen 80;", "listen "+addr+";",
+	).Replace(string(tmpl))
+	if edit != nil {
+		site = edit(site)
+	}
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;" // workers must read the temp dirs below
+	}
+	conf := fmt.Sprintf(`%s
+worker_processes 1;
+daemon off;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path %[2]s/body;
+  proxy_temp_path %[2]s/proxy;
+  fastcgi_temp_path %[2]s/fastcgi;
+  uwsgi_temp_path %[2]s/uwsgi;
+  scgi_temp_path %[2]s/scgi;
+%[3]s
+}
+`, user, dir, site)
+	confFile := filepath.Join(dir, "nginx.conf")
+	os.WriteFile(confFile, []byte(conf), 0o644)
+	if out, err := exec.Command(nginx, "-t", "-p", dir, "-c", confFile).CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t: %v\n%s\n%s", err, out, conf)
+	}
+	cmd := exec.Command(nginx, "-p", dir, "-c", confFile)
+	out := &testkit.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGQUIT)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	waitPort(t, addr, out)
+	return addr, dir
 }

@@ -39,7 +39,8 @@ SIGTERM or SIGINT shut down gracefully within shutdown_timeout.`,
 				}
 				return err
 			}
-			var opts []server.Option
+			b := readBuildInfo()
+			opts := []server.Option{server.WithBuildInfo(b.Version, b.Commit)}
 			if demo {
 				if cfg.Gateway == nil {
 					return fmt.Errorf("--demo needs a gateway section in %s", file)

@@ -373,7 +373,9 @@ func (d *Detector) raise(now time.Time, rule, policy, key string, r AbuseRule, u
 	if r.Block > 0 {
 		attrs = append(attrs, slog.String("blocked_for", r.Block.String()))
 	}
-	d.cfg.Logger.LogAttrs(context.Background(), slog.LevelError, "abuse detected", attrs...)
+	// WARN, not ERROR: a client's behaviour is not the daemon failing, and
+	// a load test from one address would page whoever alerts on errors.
+	d.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "abuse detected", attrs...)
 	d.alertsMu.Lock()
 	if len(d.alerts) >= d.cfg.RecentAlerts {
 		d.alerts = append(d.alerts[:0], d.alerts[1:]...)

@@ -78,6 +78,8 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful shutdown; default 10s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	Log             Log      `yaml:"log"`
+	// Tracing exports a span per decision over OTLP (tracing.go).
+	Tracing Tracing `yaml:"tracing"`
 	// Ops configures abuse detection, the alert webhook, the dashboard
 	// and capacity reductions (ops.go).
 	Ops Ops `yaml:"ops"`
@@ -115,6 +117,9 @@ type Gateway struct {
 	// WriteTimeout bounds writing a whole response, streams included;
 	// default 5m, 0 for none (endless event streams).
 	WriteTimeout Duration `yaml:"write_timeout"`
+	// Routes send matching requests to other upstreams (routes.go);
+	// the rest go to Upstream.
+	Routes []Route `yaml:"routes"`
 }
 
 // API is the decision API face (/v1/check, /v1/limits).
@@ -339,6 +344,10 @@ type Log struct {
 	// key's refusals; the later record counts those left out. Default
 	// 10s; 0 for the default.
 	RefusalInterval Duration `yaml:"refusal_interval"`
+	// Access logs one INFO record per gateway request ("request": method,
+	// path without its query, status, duration, rule, client fingerprint);
+	// default off.
+	Access bool `yaml:"access"`
 }
 
 // Policy returns the compiled policy of that name.

@@ -21,7 +21,7 @@ func TestLoadReportsEveryError(t *testing.T) {
 	}
 	want := []string{
 		`testdata/bad.yaml:3: gateway.upstream: want an http:// or https:// URL with a host, or "demo"; got "ftp://example.com"`,
-		`testdata/bad.yaml:4: gateway.timout: unknown field (did you mean "timeout"?) (known: listen, upstream, timeout, flush_interval, upload_timeout, write_timeout)`,
+		`testdata/bad.yaml:4: gateway.timout: unknown field (did you mean "timeout"?) (known: listen, upstream, timeout, flush_interval, upload_timeout, write_timeout, routes)`,
 		`testdata/bad.yaml:9: store.redis.timeout: bad duration "fast" (want e.g. "500ms", "30s", "1m", "1h" or "1d")`,
 		`testdata/bad.yaml:18: policies.api.burst: must not be negative, got -1`,
 		`testdata/bad.yaml:23: policies.weird.burst: applies to token-bucket and gcra only, not sliding-window-counter (use a second, shorter policy for a burst limit)`,
@@ -128,7 +128,7 @@ func TestParseErrors(t *testing.T) {
 		{"env after another error", minimal + "rules:\n  - match: \"POST /login\"\n    policies: [login\nadmin:\n  token: ${FG_T:-}\n", "f.yaml:4: did not find expected ',' or ']'"},
 		{"burst zero, window algorithm", minimal + "policies: {a: {algorithm: fixed-window, quota: 10, window: 1s, burst: 0}}\n", "f.yaml:2: policies.a.burst: applies to token-bucket and gcra only, not fixed-window (use a second, shorter policy for a burst limit)"},
 		{"policies misspelt", minimal + "polices: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n",
-			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, envoy_rls, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, ops, database, tiers, listeners)\n" +
+			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, envoy_rls, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, tracing, ops, database, tiers, listeners)\n" +
 				"f.yaml:4: rules[0].policies[0]: unknown policy \"a\" (no policies are defined: is the policies: section missing or misspelt?)"},
 		{"redis url with a fragment", "api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'redis://:p@ss#word@127.0.0.1:6379'}}\n", "f.yaml:2: store.redis.url: holds '#' or '?': percent-encode them in a password (%23, %3F) (want redis://[user:password@]host:port[/db], or rediss:// for TLS)"},
 		{"upstream password not shown", "gateway: {listen: ':1', upstream: 'ftp://u:secret@x'}\n", `f.yaml:1: gateway.upstream: want an http:// or https:// URL with a host, or "demo"; got "ftp://u:xxxxx@x"`},

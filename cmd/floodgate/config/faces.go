@@ -71,6 +71,7 @@ func (v *validator) gateway(g *Gateway) {
 	case g.Timeout < 0:
 		v.fail("gateway.timeout", "must not be negative")
 	}
+	v.routes(g)
 }
 
 func (v *validator) api(a *API) {

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -27,7 +25,7 @@ func newMetrics(reg prometheus.Registerer) (*daemonMetrics, error) {
 			Name: "floodgate_api_checks_total", Help: "Decision API checks by outcome (allowed, denied, error).",
 		}, []string{"outcome"}),
 		auth: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_forward_auth_total", Help: "Forward-auth answers by outcome (allowed, denied, untrusted, bad_request, error).",
+			Name: "floodgate_forward_auth_total", Help: "Forward-auth answers by outcome (allowed, denied, unavailable, untrusted, bad_request, error).",
 		}, []string{"outcome"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "floodgate_config_reloads_total", Help: "Configuration reloads by result (ok, error).",
@@ -58,21 +56,6 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
-}
-
-// handleReadyz answers 200 when the store answers within a second, so a
-// load balancer sends traffic only to replicas that can decide.
-func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	if s.ping != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		if err := s.ping(ctx); err != nil {
-			s.logger.Warn("readiness: store unreachable", "error", err)
-			writeProblem(w, http.StatusServiceUnavailable, "Service Unavailable", "the rate-limit store does not answer")
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
 }
 
 // handleReload reloads the configuration file, as SIGHUP does; it needs

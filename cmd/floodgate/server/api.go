@@ -282,8 +282,8 @@ func (s *Server) selectFromQuery(st *state, r *http.Request) (*engine.Compiled, 
 	}
 	for name, vals := range q {
 		switch {
-		case name != "rule" && name != "policies":
-			return nil, badRequest("unknown query parameter %q (known: rule, policies)", name)
+		case name != "rule" && name != "policies" && name != "form":
+			return nil, badRequest("unknown query parameter %q (known: rule, policies, form)", name)
 		case len(vals) > 1:
 			return nil, badRequest("query parameter %q given %d times", name, len(vals))
 		case vals[0] == "":
@@ -306,12 +306,7 @@ func (s *Server) selectFromQuery(st *state, r *http.Request) (*engine.Compiled, 
 
 func (s *Server) handlePeek(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
-	key := r.PathValue("key")
-	if cerr := checkKey(key, st.cfg.API.MaxKeyLength); cerr != nil {
-		writeProblem(w, cerr.status, "Bad Request", cerr.detail)
-		return
-	}
-	rule, cerr := s.selectFromQuery(st, r)
+	key, rule, cerr := s.limitTarget(st, r)
 	if cerr == nil {
 		out := rule.Peek(r.Context(), key)
 		if cerr = outcomeError(&out); cerr == nil {
@@ -331,12 +326,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	if len(st.cfg.API.Callers) == 0 && !s.authorized(w, r, st) {
 		return
 	}
-	key := r.PathValue("key")
-	if cerr := checkKey(key, st.cfg.API.MaxKeyLength); cerr != nil {
-		writeProblem(w, cerr.status, "Bad Request", cerr.detail)
-		return
-	}
-	rule, cerr := s.selectFromQuery(st, r)
+	key, rule, cerr := s.limitTarget(st, r)
 	if cerr != nil {
 		writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
 		return

@@ -12,9 +12,12 @@ import (
 // handleAuth answers a forward-auth subrequest: it rebuilds the original
 // request from the proxy's X-Original-* / X-Forwarded-* headers, runs the
 // rules on it and answers 200 or, when limited, 429 with the rate-limit
-// fields for the proxy to pass on. In nginx mode a limited request gets
-// 403 instead, since auth_request treats any status but 2xx, 401 and 403
-// as an error; the nginx configuration maps that 403 back to a 429
+// fields for the proxy to pass on; while the store fails, 200 with
+// Floodgate-Degraded (fail-open, fail-to-local) or 503 with Retry-After
+// (fail-closed), the answer the proxy gives the client as it is. In nginx
+// mode a limited request gets 403 and a 503 gets 401 instead, since
+// auth_request treats any status but 2xx, 401 and 403 as an error (a 500
+// for the client); the nginx configuration maps them back to 429 and 503
 // (examples/nginx/).
 //
 // Only trusted proxies are answered: from anyone else those headers are
@@ -44,6 +47,8 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request, nginx bool) 
 		s.m.auth.WithLabelValues("allowed").Inc()
 	case rec.status == http.StatusTooManyRequests:
 		s.m.auth.WithLabelValues("denied").Inc()
+	case rec.status == http.StatusServiceUnavailable:
+		s.m.auth.WithLabelValues("unavailable").Inc()
 	default:
 		s.m.auth.WithLabelValues("error").Inc()
 	}
@@ -103,7 +108,9 @@ func quote(s string) string {
 	return `"` + strings.ToValidUTF8(s, "?") + `"`
 }
 
-// authWriter records the status and, in nginx mode, turns a 429 into 403.
+// authWriter records the status and, in nginx mode, turns a 429 into 403
+// and a 503 (a store failing under fail-closed, a capacity reduction) into
+// 401, the only refusals auth_request passes on.
 type authWriter struct {
 	http.ResponseWriter
 	nginx  bool
@@ -114,8 +121,13 @@ func (a *authWriter) WriteHeader(code int) {
 	if a.status == 0 {
 		a.status = code
 	}
-	if a.nginx && code == http.StatusTooManyRequests {
-		code = http.StatusForbidden
+	if a.nginx {
+		switch code {
+		case http.StatusTooManyRequests:
+			code = http.StatusForbidden
+		case http.StatusServiceUnavailable:
+			code = http.StatusUnauthorized
+		}
 	}
 	a.ResponseWriter.WriteHeader(code)
 }

@@ -64,7 +64,13 @@ func (s *Server) guardAPI(scope string, next http.HandlerFunc) http.HandlerFunc 
 			if p := q.Get("policies"); p != "" {
 				policies = strings.Split(p, ",")
 			}
-			if cerr := permitted(c, q.Get("rule"), policies, r.PathValue("key")); cerr != nil {
+			// The prefixes bound the key counted, which the identity form
+			// of /v1/limits rewrites (limitKey): check that one.
+			key, cerr := limitKey(st, r)
+			if cerr == nil {
+				cerr = permitted(c, q.Get("rule"), policies, key)
+			}
+			if cerr != nil {
 				writeProblem(w, cerr.status, http.StatusText(cerr.status), cerr.detail)
 				return
 			}

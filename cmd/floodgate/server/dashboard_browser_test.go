@@ -42,6 +42,7 @@ type dashState struct {
 	Alerts     [][]string                    `json:"alerts"`
 	Reductions [][]string                    `json:"reductions"`
 	Latency    map[string]string             `json:"latency"`
+	LatLegend  map[string]string             `json:"latLegend"`
 	LatPoints  int                           `json:"latPoints"`
 	RatioPts   int                           `json:"ratioPoints"`
 }
@@ -65,6 +66,7 @@ const readDashboard = `(() => {
     rules, legend, points, retry,
     top: rows("top-table"), alerts: rows("alerts-table"), reductions: rows("reductions-table"),
     latency: { p50: t("lat-p50"), p95: t("lat-p95"), p99: t("lat-p99") },
+    latLegend: Object.fromEntries(qa("#latency-legend span[data-series]").map(s => [s.dataset.series, s.querySelector("b").textContent])),
     latPoints: Number(q("#latency-chart path[data-series=p50]").dataset.points),
     ratioPoints: Number(q("#ratio-chart path").dataset.points),
   };
@@ -262,6 +264,10 @@ func TestDashboardBrowser(t *testing.T) {
 	for _, k := range []string{"p50", "p95", "p99"} {
 		if !strings.HasSuffix(st.Latency[k], " ms") {
 			t.Fatalf("latency %s shows %q", k, st.Latency[k])
+		}
+		// The chart's legend names each line with its quantile.
+		if st.LatLegend[k] != st.Latency[k] {
+			t.Fatalf("latency legend %s = %q, the card says %q (legend %v)", k, st.LatLegend[k], st.Latency[k], st.LatLegend)
 		}
 	}
 	// Retry-After bars: blocks are refused before any limit, so only

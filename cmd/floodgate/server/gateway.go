@@ -25,7 +25,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "Not Found", "the gateway is switched off in the configuration")
 		return
 	}
-	st.gateway.ServeHTTP(w, r)
+	s.observeGateway(st, st.gateway, w, r)
 }
 
 // newTransport is shared by every proxy a reload builds, so idle upstream
@@ -47,12 +47,17 @@ func (s *Server) newProxy(target *url.URL, g *config.Gateway, res *clientip.Reso
 		s.transport.ResponseHeaderTimeout = g.Timeout.D()
 		old.CloseIdleConnections()
 	}
+	return s.proxyFor(target, g, res, s.transport)
+}
+
+// proxyFor proxies to target through t.
+func (s *Server) proxyFor(target *url.URL, g *config.Gateway, res *clientip.Resolver, t *http.Transport) http.Handler {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			setForwarded(pr, res)
 		},
-		Transport:     s.transport,
+		Transport:     t,
 		FlushInterval: g.FlushInterval.D(),
 		ErrorHandler:  s.upstreamError,
 		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),

@@ -72,11 +72,20 @@ func (s *Server) guardAdmin(kind adminEndpoint, next http.Handler) http.Handler 
 		case lvl == adminRead:
 			writeProblem(w, http.StatusForbidden, "Forbidden", "admin.read_token opens the read-only endpoints only; this one needs admin.token")
 		default:
-			// Basic lets a browser ask for the token on the dashboard.
-			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate-admin", Basic realm="floodgate-admin"`)
-			writeProblem(w, http.StatusUnauthorized, "Unauthorized", "send the admin token as Authorization: Bearer <token>")
+			challenge(w)
+			writeProblem(w, http.StatusUnauthorized, "Unauthorized", "send the admin token as Authorization: Bearer <token> or, in a browser, as the password of the login prompt")
 		}
 	})
+}
+
+// challenge asks for the admin token twice, as Basic (whose password a
+// browser asks for, to open the dashboard) and as Bearer (for scripts), in
+// separate WWW-Authenticate fields: RFC 9110 (section 11.6.1) allows both
+// challenges in one field, but Chromium reads a single field's first
+// challenge only and, finding Bearer, shows the 401 without asking.
+func challenge(w http.ResponseWriter) {
+	w.Header().Add("WWW-Authenticate", `Basic realm="floodgate-admin", charset="UTF-8"`)
+	w.Header().Add("WWW-Authenticate", `Bearer realm="floodgate-admin"`)
 }
 
 // guardHost refuses requests whose Host is a name that is not allowed,

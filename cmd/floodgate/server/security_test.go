@@ -85,16 +85,16 @@ func TestAPICallers(t *testing.T) {
 			t.Fatalf("victim's login %d: %d", i+1, resp.StatusCode)
 		}
 	}
-	if resp, _ := apiDo(t, f, "GET", "/v1/limits/192.0.2.1?rule=login", "", "login-app-secret-0123456789"); resp.StatusCode != 403 {
+	if resp, _ := apiDo(t, f, "GET", "/v1/limits/192.0.2.1?rule=login&form=partition", "", "login-app-secret-0123456789"); resp.StatusCode != 403 {
 		t.Fatalf("peek without the read scope: %d", resp.StatusCode)
 	}
-	if resp, b := apiDo(t, f, "GET", "/v1/limits/192.0.2.1?rule=login", "", "ops-secret-0123456789abcdef"); resp.StatusCode != 200 || !strings.Contains(b, `"remaining":2`) {
+	if resp, b := apiDo(t, f, "GET", "/v1/limits/192.0.2.1?rule=login&form=partition", "", "ops-secret-0123456789abcdef"); resp.StatusCode != 200 || !strings.Contains(b, `"remaining":2`) {
 		t.Fatalf("peek by ops: %d %s", resp.StatusCode, b)
 	}
-	if resp, _ := apiDo(t, f, "DELETE", "/v1/limits/192.0.2.1?rule=login", "", "ops-secret-0123456789abcdef"); resp.StatusCode != 200 {
+	if resp, _ := apiDo(t, f, "DELETE", "/v1/limits/192.0.2.1?rule=login&form=partition", "", "ops-secret-0123456789abcdef"); resp.StatusCode != 200 {
 		t.Fatalf("reset by ops: %d", resp.StatusCode)
 	}
-	if resp, _ := apiDo(t, f, "DELETE", "/v1/limits/192.0.2.1?rule=login", "", "admin-secret"); resp.StatusCode != 200 {
+	if resp, _ := apiDo(t, f, "DELETE", "/v1/limits/192.0.2.1?rule=login&form=partition", "", "admin-secret"); resp.StatusCode != 200 {
 		t.Fatalf("reset with the admin token: %d", resp.StatusCode)
 	}
 }
@@ -142,7 +142,7 @@ func TestAdminBehindToken(t *testing.T) {
 			t.Errorf("GET %s with the read token: %d, want 200", p, got)
 		}
 	}
-	for _, p := range []string{"/healthz", "/readyz"} {
+	for _, p := range []string{"/healthz", "/readyz", "/healthz/store"} {
 		if got := admin("GET", p, ""); got != 200 {
 			t.Errorf("probe %s: %d", p, got)
 		}

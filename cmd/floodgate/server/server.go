@@ -12,9 +12,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
@@ -44,6 +46,8 @@ type Server struct {
 	ping      func(context.Context) error
 	closeFns  []func() error
 	transport *http.Transport
+	// routeTransports serve gateway.routes, one per timeout (routes.go).
+	routeTransports map[time.Duration]*http.Transport
 
 	file  string // reloaded by Reload; "" when built from a Config only
 	start *config.Config
@@ -62,7 +66,11 @@ type Server struct {
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
 
-	held reservations // the API's checks to settle (settle.go)
+	held              reservations         // the API's checks to settle (settle.go)
+	tp                trace.TracerProvider // nil: tracing off (tracing.go)
+	decisions         *metrics.Metrics     // declares each rule's series (observe.go)
+	gw                *gatewayMetrics
+	version, revision string // floodgate_build_info (WithBuildInfo)
 }
 
 // Option configures a Server.
@@ -97,16 +105,12 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 	if s.logger == nil {
 		s.logger = NewLogger(cfg.Log, os.Stderr)
 	}
+	routeRedisLogs(s.logger)
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	var err error
-	decisions, err := metrics.New(s.reg)
-	if err != nil {
-		return nil, fmt.Errorf("server: metrics: %w", err)
-	}
-	if s.m, err = newMetrics(s.reg); err != nil {
+	if err := s.setupMetrics(); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if s.store == nil {
@@ -131,9 +135,13 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		s.closeStore()
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	ec := engine.Config{Store: s.store, Local: s.local, Observer: decisions, Logger: s.logger, Breaker: br}
+	ec := engine.Config{Store: s.store, Local: s.local, Observer: s.decisions, Logger: s.logger, Breaker: br}
+	if ec.Tracer, err = s.setupTracing(cfg); err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	if o := s.ops; o != nil {
-		ec.Observer = engine.Observers{decisions, o.detector, o.offenders, o.stats}
+		ec.Observer = engine.Observers{s.decisions, o.detector, o.offenders, o.stats}
 		ec.Blocker, ec.Capacity = o.detector, o.red
 	}
 	if s.eng, err = engine.New(ec); err != nil {
@@ -335,7 +343,7 @@ func (s *Server) binds() []*bind {
 // others' routes on one mux.
 func (s *Server) handler(b *bind) http.Handler {
 	if len(b.faces) == 1 && b.faces[0] == FaceGateway {
-		return http.HandlerFunc(s.serveGateway)
+		return s.traced(http.HandlerFunc(s.serveGateway))
 	}
 	mux := http.NewServeMux()
 	for _, f := range b.faces {
@@ -355,7 +363,7 @@ func (s *Server) handler(b *bind) http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusForbidden, "Forbidden", "a cross-origin request from a browser page: refused, so that no page a user visits can spend or change limits")
 	}))
-	return cop.Handler(mux)
+	return s.traced(cop.Handler(mux))
 }
 
 // route mounts face's endpoints on mux. The API's and the admin's
@@ -382,6 +390,7 @@ func (s *Server) route(mux *http.ServeMux, f Face, addr string) {
 		admin("GET /metrics", adminCounts, http.HandlerFunc(s.handleMetrics))
 		mux.HandleFunc("GET /healthz", s.handleHealthz)
 		mux.HandleFunc("GET /readyz", s.handleReadyz)
+		mux.HandleFunc("GET /healthz/store", s.handleStoreHealth)
 		admin("POST /-/reload", adminChanges, http.HandlerFunc(s.handleReload))
 		if s.ops != nil {
 			// Their GETs are read-only (dashboard, top offenders, alerts,
@@ -424,6 +433,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.demo.close()
 	}
 	s.transport.CloseIdleConnections()
+	for _, t := range s.routeTransports {
+		t.CloseIdleConnections()
+	}
 	s.mu.Unlock()
 	if err := s.closeStore(); err != nil {
 		errs = append(errs, err)

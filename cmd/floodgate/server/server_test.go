@@ -377,7 +377,7 @@ func TestAPIQueryStrict(t *testing.T) {
 			t.Errorf("%s ?%s: %d %s", c.method, c.query, resp.StatusCode, body)
 		}
 	}
-	if resp, body := testkit.Do(t, "GET", f.url(FaceAPI, "/v1/limits/k?rule=api"), ""); resp.StatusCode != 200 {
+	if resp, body := testkit.Do(t, "GET", f.url(FaceAPI, "/v1/limits/k?rule=api&form=partition"), ""); resp.StatusCode != 200 {
 		t.Errorf("a good query: %d %s", resp.StatusCode, body)
 	}
 }
@@ -574,7 +574,7 @@ func TestAdmin(t *testing.T) {
 	mu.Lock()
 	pingErr = failing
 	mu.Unlock()
-	if resp, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 || !strings.Contains(body, "does not answer") {
+	if resp, body := testkit.Do(t, "GET", f.url(FaceAdmin, "/readyz"), ""); resp.StatusCode != 503 || !strings.Contains(body, `"status":"not_ready"`) {
 		t.Errorf("readyz with the store down: %d %s", resp.StatusCode, body)
 	}
 	if resp, _ := testkit.Do(t, "GET", f.url(FaceAdmin, "/metrics"), ""); resp.StatusCode != 401 {

@@ -67,6 +67,7 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 	if st.mw, err = httplimit.New(hc); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.declareRules(cfg)
 	var rate []floodgate.Policy
 	for _, p := range cfg.AllPolicies() {
 		st.policies[p.Name] = p
@@ -178,7 +179,11 @@ func (s *Server) gatewayFor(cfg *config.Config, st *state) (http.Handler, error)
 	if err != nil {
 		return nil, fmt.Errorf("server: gateway.upstream: %w", err)
 	}
-	return st.mw.Wrap(s.newProxy(u, g, st.resolver)), nil
+	h, err := s.routed(g, st, s.newProxy(u, g, st.resolver))
+	if err != nil {
+		return nil, err
+	}
+	return st.mw.Wrap(h), nil
 }
 
 // set returns the compiled rule for an API caller's list of policy

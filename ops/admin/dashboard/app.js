@@ -81,7 +81,7 @@ function legend(items) {
     const span = el("span", { "data-series": it.name });
     const sw = el("i");
     sw.style.background = it.color;
-    span.append(sw, it.label + " ", el("b", { class: "v" }, fmtInt(it.value)));
+    span.append(sw, it.label + " ", el("b", { class: "v" }, it.text !== undefined ? it.text : fmtInt(it.value)));
     box.appendChild(span);
   }
   return box;
@@ -149,6 +149,12 @@ function drawLatency(lat, times) {
     { name: "p99", color: COLORS.limited, values: pick("p99") },
   ], { fmt: v => (v < 1 ? v.toFixed(2) : v.toFixed(1)) });
   for (const k of ["p50", "p95", "p99"]) document.getElementById("lat-" + k).textContent = fmtMs(lat.overall[k]);
+  // Which line is which, with the quantile over the span shown.
+  document.getElementById("latency-legend").replaceChildren(legend([
+    { name: "p50", color: COLORS.allowed, label: "p50", text: fmtMs(lat.overall.p50) },
+    { name: "p95", color: COLORS.reduced, label: "p95", text: fmtMs(lat.overall.p95) },
+    { name: "p99", color: COLORS.limited, label: "p99", text: fmtMs(lat.overall.p99) },
+  ]));
 }
 
 function fillTable(id, rows, cols, empty) {
