@@ -152,13 +152,12 @@ func (st *stream) report(key string, b *bucket, u *rlqspb.RateLimitQuotaUsageRep
 	if n > 0 {
 		b.active = now
 	}
-	elapsed := u.GetTimeElapsed().AsDuration()
-	if elapsed <= 0 {
-		if n == 0 {
-			return
-		}
-		elapsed = st.srv.opt.Interval
+	if n == 0 && b.demand == 0 {
+		return
 	}
+	// A first report comes right after its first request: over its own
+	// microseconds it would read as an enormous rate.
+	elapsed := max(u.GetTimeElapsed().AsDuration(), st.srv.opt.Interval)
 	rate := float64(n) / elapsed.Seconds()
 	d := rate
 	if rate < b.demand {

@@ -60,6 +60,8 @@ type Server struct {
 	rls *rlsFace  // the envoy_rls gRPC listener (rls.go)
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
+
+	rlqs *rlqsFace // the rlqs gRPC listener (rlqs.go)
 }
 
 // Option configures a Server.
@@ -186,6 +188,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 			"admin.listen", a.Listen)
 	}
 	s.state.Store(st)
+	s.applyRLQS(cfg)
 	s.m.reloads.WithLabelValues("ok").Inc()
 	s.m.lastReload.SetToCurrentTime()
 	s.logger.Info("configuration applied", "file", cfg.File, "rules", len(cfg.Rules), "policies", len(cfg.Policies))
@@ -274,7 +277,10 @@ func (s *Server) Start() error {
 		}(lns[i])
 		s.logger.Info("listening", "faces", fmt.Sprint(b.faces), "addr", lns[i].Addr().String())
 	}
-	return s.startRLS()
+	if err := s.startRLS(); err != nil {
+		return err
+	}
+	return s.startRLQS()
 }
 
 // bind is one listen address and the faces it serves.
@@ -412,6 +418,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.stopRLS(ctx)
+	s.stopRLQS(ctx)
 	s.mu.Lock()
 	if s.demo != nil {
 		s.demo.close()
