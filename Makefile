@@ -5,7 +5,7 @@ CONFIG  ?= examples/quickstart.yaml
 DOCKER  ?= docker
 IMAGE   ?= floodgate:dev
 
-.PHONY: run build image test test-go test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim
+.PHONY: run build image test test-go test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim rlqssim
 
 run:
 	$(GO) -C cmd/floodgate run . serve -c $(abspath $(CONFIG))
@@ -106,6 +106,9 @@ reshard:
 # The seeded multi-region simulation whose tables are in docs/SCALING.md.
 regionsim:
 	cd bench && $(GO) run ./cmd/regionsim
+
+rlqssim:
+	cd bench && $(GO) run ./cmd/rlqssim
 
 # The gateway with its Redis killed and restarted, and under a saturated
 # CPU (scripts/chaos.sh; figures in docs/OPERATIONS.md); about 2 minutes.

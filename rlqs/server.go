@@ -107,7 +107,22 @@ type Server struct {
 type shared struct {
 	demand    float64 // requests/s, summed over the streams holding the bucket
 	holders   int
-	remaining int64 // the quota left after the last Take, -1 until one ran
+	remaining int64     // the quota left after the last Take
+	until     time.Time // when remaining stops being true (the Take's ResetAfter); zero until a Take ran
+	// pool is reserved in the Store and held by no stream: what a stream's
+	// shrunk lease gave back, for the other streams; valid in poolWindow
+	// (windowOf) only.
+	pool       int64
+	poolWindow int64
+}
+
+// left is what the bucket has left as far as this server knows: remaining
+// until the quota next grows, then the whole capacity (a Take finds out).
+func (sh *shared) left(p floodgate.Policy, now time.Time) int64 {
+	if now.Before(sh.until) {
+		return sh.remaining
+	}
+	return p.Capacity()
 }
 
 // NewServer returns a Server deciding with store under rules. Errors wrap

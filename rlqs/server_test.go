@@ -134,9 +134,10 @@ func spend(c *rlqsclient.Client, n int) (allowed int) {
 }
 
 // TestSubscribe: the first report subscribes the bucket and is answered
-// with an assignment: a lease sized to the reported demand (10 requests
-// in an interval: ⌈10 × 1.25⌉ + 1 = 14 tokens), with the server's TTL;
-// the client enforces it from then on.
+// with an assignment: at first a lease of an even part of the quota per
+// interval (1,000/s for one client: ⌈100 × 1.25⌉ + 1 = 126 tokens) with the
+// server's TTL, which the client enforces from then on; the next lease
+// follows the reported demand (400 requests in an interval: 501).
 func TestSubscribe(t *testing.T) {
 	clk := newClock()
 	srv, conn, store := fixture(t, clk, perSecond, rlqs.Options{})
@@ -144,21 +145,28 @@ func TestSubscribe(t *testing.T) {
 	if got := spend(c, 10); got != 10 {
 		t.Fatalf("no assignment yet (allow all by default): %d of 10 allowed", got)
 	}
-	clk.Advance(rlqs.DefaultInterval)
 	syncNow(t, c)
 	state, s := c.State(api)
-	if state != rlqsclient.Active || tokens(t, s) != 14 {
-		t.Fatalf("state %v, strategy %v: want active with 14 tokens", state, s)
+	if state != rlqsclient.Active || tokens(t, s) != 126 {
+		t.Fatalf("state %v, strategy %v: want active with 126 tokens", state, s)
 	}
-	if got := spend(c, 20); got != 14 {
-		t.Fatalf("%d of 20 allowed under a lease of 14", got)
+	if got := spend(c, 200); got != 126 {
+		t.Fatalf("%d of 200 allowed under a lease of 126", got)
 	}
-	// Reserved: the lease and one refill (28), after the 10 reported.
-	if rem := peek(t, store, srv); rem != 1000-10-28 {
-		t.Fatalf("remaining %d, want %d", rem, 1000-10-28)
+	// Reserved: the lease and one refill (252), after the 10 reported.
+	if rem := peek(t, store, srv); rem != 1000-10-252 {
+		t.Fatalf("remaining %d, want %d", rem, 1000-10-252)
 	}
-	if srv.StoreCalls() != 1 {
-		t.Fatalf("%d store calls, want 1", srv.StoreCalls())
+	clk.Advance(rlqs.DefaultInterval)
+	spend(c, 400) // 126 refilled
+	syncNow(t, c)
+	// 200 + 400 requests reported over an interval: 6,000/s wanted, but the
+	// lease and its refill are bounded by what is left: (738 + 0 held) / 2.
+	if _, s := c.State(api); tokens(t, s) != 369 {
+		t.Fatalf("strategy %v: want 369 tokens", s)
+	}
+	if srv.StoreCalls() != 2 {
+		t.Fatalf("%d store calls, want 2", srv.StoreCalls())
 	}
 }
 

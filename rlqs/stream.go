@@ -32,6 +32,7 @@ type bucket struct {
 	id          *rlqspb.BucketId
 	policy      floodgate.Policy
 	outstanding int64   // reserved in the Store and not yet reported spent; < 0 is a debt
+	window      int64   // the fixed window outstanding was reserved in; -1 for none
 	lease       int64   // the current assignment's tokens; 0 is DENY_ALL
 	demand      float64 // requests/s, as counted in the stream's shared demand
 	leased      time.Time
@@ -65,10 +66,12 @@ func (st *stream) handle(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRepor
 			st.forget(key, b)
 			continue
 		}
-		if now.Sub(b.leased) >= st.srv.opt.Interval/2 {
-			if a := st.assign(ctx, key, b, u, now); a != nil {
-				resp.BucketAction = append(resp.BucketAction, a)
-			}
+		if now.Sub(b.leased) < st.srv.opt.Interval/2 {
+			// Too soon for a lease: the same one again, which extends its
+			// TTL and, being unchanged, leaves the client's bucket as it is.
+			resp.BucketAction = append(resp.BucketAction, st.action(b))
+		} else if a := st.assign(ctx, key, b, u, now); a != nil {
+			resp.BucketAction = append(resp.BucketAction, a)
 		}
 	}
 	return resp, nil
@@ -120,14 +123,14 @@ func (st *stream) admit(now time.Time, m *rlqspb.RateLimitQuotaUsageReports) err
 
 // join subscribes the stream to a bucket.
 func (st *stream) join(key string, id *rlqspb.BucketId, p floodgate.Policy, now time.Time) *bucket {
-	b := &bucket{id: &rlqspb.BucketId{Bucket: maps.Clone(id.Bucket)}, policy: p, active: now}
+	b := &bucket{id: &rlqspb.BucketId{Bucket: maps.Clone(id.Bucket)}, policy: p, active: now, window: -1}
 	st.buckets[key] = b
 	s := st.srv
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.shared[key]
 	if sh == nil {
-		sh = &shared{remaining: -1}
+		sh = &shared{}
 		s.shared[key] = sh
 	}
 	sh.holders++
@@ -147,7 +150,7 @@ func (st *stream) forget(key string, b *bucket) {
 // report's, at once when it rose (a flash crowd gets its share in one
 // interval), halfway when it fell.
 func (st *stream) report(key string, b *bucket, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) {
-	b.outstanding -= clampInt(u.NumRequestsAllowed)
+	st.charge(b, u, now)
 	n := u.NumRequestsAllowed + u.NumRequestsDenied
 	if n > 0 {
 		b.active = now
@@ -158,11 +161,7 @@ func (st *stream) report(key string, b *bucket, u *rlqspb.RateLimitQuotaUsageRep
 	// A first report comes right after its first request: over its own
 	// microseconds it would read as an enormous rate.
 	elapsed := max(u.GetTimeElapsed().AsDuration(), st.srv.opt.Interval)
-	rate := float64(n) / elapsed.Seconds()
-	d := rate
-	if rate < b.demand {
-		d = (b.demand + rate) / 2
-	}
+	d := float64(n) / elapsed.Seconds()
 	s := st.srv
 	s.mu.Lock()
 	s.shared[key].demand += d - b.demand
@@ -170,51 +169,116 @@ func (st *stream) report(key string, b *bucket, u *rlqspb.RateLimitQuotaUsageRep
 	b.demand = d
 }
 
+// charge spends a report's allowed requests from the reservation. A fixed
+// window's reservation belongs to the window it was taken in: once that
+// window is over, what the client spent since it ended (estimated pro rata
+// over the report's time) is a debt to the new window, which the next
+// lease pays, and what it held unspent is void.
+func (st *stream) charge(b *bucket, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) {
+	allowed := clampInt(u.NumRequestsAllowed)
+	w := windowOf(b.policy, now)
+	if b.window < 0 || w == b.window {
+		b.outstanding -= allowed
+		return
+	}
+	since := now.Sub(time.UnixMicro(w * b.policy.Window.Microseconds()))
+	elapsed := max(u.GetTimeElapsed().AsDuration(), time.Microsecond)
+	b.outstanding = -int64(math.Ceil(float64(allowed) * min(1, since.Seconds()/elapsed.Seconds())))
+	b.window = w
+}
+
+// windowOf is the index of the fixed window holding now (windows are
+// aligned to multiples of their length, REQUIREMENTS A1), or -1 for the
+// other algorithms, whose quota has no edge.
+func windowOf(p floodgate.Policy, now time.Time) int64 {
+	if p.Algorithm != floodgate.FixedWindow {
+		return -1
+	}
+	return now.UnixMicro() / p.Window.Microseconds()
+}
+
 // assign sizes the bucket's next lease and reserves it: L is the demand of
-// one interval and a quarter, bounded so that what the client may spend
+// one interval and a quarter (an even part of the quota at the first
+// lease, before reports tell), bounded so that what the client may spend
 // before its next report (L now and L refilled per interval elapsed) is
-// its demand-weighted part of the quota left. At most one Store call.
+// its demand-weighted part of the quota left. What the stream holds beyond
+// that goes to this server's pool for the bucket, which the other streams
+// draw on before the Store: at most one Store call.
 func (st *stream) assign(ctx context.Context, key string, b *bucket, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
 	s := st.srv
 	periods := max(1, u.GetTimeElapsed().AsDuration().Seconds()/s.opt.Interval.Seconds())
-	want := int64(math.Ceil(b.demand*s.opt.Interval.Seconds()*1.25)) + 1
+	w := windowOf(b.policy, now)
 	s.mu.Lock()
 	sh := s.shared[key]
-	if sh.remaining >= 0 && sh.demand > 0 {
-		part := float64(sh.remaining+max(b.outstanding, 0)) * b.demand / sh.demand
-		want = min(want, int64(part/(1+periods)))
+	demand := b.demand
+	if b.leased.IsZero() {
+		demand = max(demand, float64(b.policy.Quota)/b.policy.Window.Seconds()/float64(sh.holders))
 	}
-	s.mu.Unlock()
-	lease := max(want, 0)
+	lease := int64(math.Ceil(demand*s.opt.Interval.Seconds()*1.25)) + 1
+	if sh.poolWindow != w {
+		sh.pool, sh.poolWindow = 0, w // a past window's reservations are void
+	}
+	left := sh.left(b.policy, now) + sh.pool
+	if sh.demand > 0 {
+		part := float64(left+max(b.outstanding, 0)) * b.demand / sh.demand
+		lease = max(0, min(lease, int64(part/(1+periods))))
+	}
 	need := int64(float64(lease)*(1+periods)) - b.outstanding
-	if c := b.policy.Capacity(); need > c { // a Take above capacity is an error
-		need, lease = c, int64(float64(c+b.outstanding)/(1+periods))
+	if need > left { // more would be refused: take what is left, debts first
+		need, lease = left, max(0, int64(float64(left+b.outstanding)/(1+periods)))
 	}
-	if need > 0 {
-		s.calls.Add(1)
-		var res [1]floodgate.Result
-		err := s.store.Take(ctx, key, floodgate.Cost{Requests: need}, []floodgate.Policy{b.policy}, res[:])
-		if err != nil {
-			s.opt.Logger.Warn("rlqs: store failed; the bucket's assignment is left to expire", "domain", st.domain, "err", err)
-			return nil
-		}
-		s.mu.Lock()
-		sh.remaining = res[0].Remaining
-		s.mu.Unlock()
-		if res[0].Allowed {
-			b.outstanding += need
-		} else {
-			// What this stream already holds is the most it may spend.
-			lease = int64(float64(max(b.outstanding, 0)) / (1 + periods))
-		}
+	if need < 0 && b.window == w {
+		sh.pool -= need // the new lease bounds what the client may spend
+		b.outstanding += need
+	}
+	pooled := min(max(need, 0), sh.pool)
+	sh.pool -= pooled
+	b.outstanding += pooled
+	need -= pooled
+	s.mu.Unlock()
+	if pooled > 0 {
+		b.window = w
+	}
+	if need > 0 && !st.reserve(ctx, key, sh, b, need, now) {
+		// What this stream already holds is the most it may spend.
+		lease = int64(float64(max(b.outstanding, 0)) / (1 + periods))
 	}
 	b.lease, b.leased = lease, now
+	return st.action(b)
+}
+
+// reserve takes need from the Store for b, reporting whether it could.
+func (st *stream) reserve(ctx context.Context, key string, sh *shared, b *bucket, need int64, now time.Time) bool {
+	s := st.srv
+	s.calls.Add(1)
+	var res [1]floodgate.Result
+	err := s.store.Take(ctx, key, floodgate.Cost{Requests: need}, []floodgate.Policy{b.policy}, res[:])
+	if err != nil {
+		if ctx.Err() != nil {
+			return false // the stream ended
+		}
+		s.opt.Logger.Warn("rlqs: store failed; the bucket's lease shrinks to what it holds", "domain", st.domain, "err", err)
+		return false
+	}
+	s.mu.Lock()
+	sh.remaining, sh.until = res[0].Remaining, now.Add(res[0].ResetAfter)
+	s.mu.Unlock()
+	if res[0].Allowed {
+		b.outstanding += need
+		b.window = windowOf(b.policy, now)
+	}
+	return res[0].Allowed
+}
+
+// action is the bucket's current lease as an assignment.
+func (st *stream) action(b *bucket) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	s := st.srv
 	return &rlqspb.RateLimitQuotaResponse_BucketAction{
 		BucketId: b.id,
 		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
 			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
 				AssignmentTimeToLive: durationpb.New(s.opt.TTL),
-				RateLimitStrategy:    strategy(lease, s.opt.Interval),
+				RateLimitStrategy:    strategy(b.lease, s.opt.Interval),
 			},
 		},
 	}
@@ -232,7 +296,7 @@ func (st *stream) reconcile() *rlqspb.RateLimitQuotaResponse {
 			resp.BucketAction = append(resp.BucketAction, abandon(b.id))
 			st.forget(key, b)
 		case rule.Policy != b.policy:
-			b.policy, b.outstanding, b.leased = rule.Policy, 0, time.Time{}
+			b.policy, b.outstanding, b.leased, b.window = rule.Policy, 0, time.Time{}, -1
 		}
 	}
 	return resp

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -331,11 +331,27 @@ func (c *Client) Close() {
 	c.closeStream()
 }
 
-// keyOf names a bucket id regardless of its entries' order.
+// keyOf names a bucket id regardless of its entries' order: each key and
+// value length-prefixed, keys sorted (one entry, the usual id, sorts
+// without a slice).
 func keyOf(id map[string]string) string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(id)) {
-		fmt.Fprintf(&b, "%d:%s%d:%s", len(k), k, len(id[k]), id[k])
+	b := make([]byte, 0, 64)
+	put := func(k, v string) {
+		b = strconv.AppendInt(b, int64(len(k)), 10)
+		b = append(b, ':')
+		b = append(b, k...)
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
 	}
-	return b.String()
+	if len(id) == 1 {
+		for k, v := range id {
+			put(k, v)
+		}
+		return string(b)
+	}
+	for _, k := range slices.Sorted(maps.Keys(id)) {
+		put(k, id[k])
+	}
+	return string(b)
 }

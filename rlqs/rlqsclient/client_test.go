@@ -120,3 +120,26 @@ func TestNoAssignmentAndReuse(t *testing.T) {
 		t.Fatalf("reuse last: state %v; want expired with the lease's last token", st)
 	}
 }
+
+// BenchmarkAllow is one local decision on an active lease, from every
+// core at once (each goroutine a client of its own, as each Envoy is).
+func BenchmarkAllow(b *testing.B) {
+	conn, err := grpc.NewClient("passthrough:///unused", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	id := map[string]string{"b": "1"}
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := New(conn, Settings{Domain: "d", Interval: time.Second}, nil)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		c.Allow(id)
+		c.apply(assign(tokenBucketOf(1<<31, 1<<31, time.Millisecond), time.Hour))
+		for pb.Next() {
+			c.Allow(id)
+		}
+	})
+}
