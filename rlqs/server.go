@@ -20,7 +20,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultInterval      = 100 * time.Millisecond
+	DefaultInterval      = 125 * time.Millisecond // Envoy refuses a reporting_interval of 100 ms or less
 	DefaultTTLIntervals  = 5
 	DefaultIdleAfter     = time.Minute
 	DefaultMaxBuckets    = 4096

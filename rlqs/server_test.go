@@ -37,6 +37,9 @@ func newClock() *clock {
 func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
+// interval is the tests' report interval: ten per window of a second.
+const interval = 100 * time.Millisecond
+
 var perSecond = floodgate.Policy{Name: "api", Algorithm: floodgate.FixedWindow, Quota: 1000, Window: time.Second}
 
 func rules(t testing.TB, p floodgate.Policy) *rlqs.Rules {
@@ -77,6 +80,9 @@ func fixture(t testing.TB, clk *clock, p floodgate.Policy, opt rlqs.Options) (*r
 	t.Helper()
 	store := testkit.Memory(t, memorystore.WithClock(clk.Now))
 	opt.Now = clk.Now
+	if opt.Interval == 0 {
+		opt.Interval = interval
+	}
 	srv, err := rlqs.NewServer(store, rules(t, p), opt)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +96,7 @@ func client(t testing.TB, conn *grpc.ClientConn, clk *clock, set rlqsclient.Sett
 		set.Domain = "envoy"
 	}
 	if set.Interval == 0 {
-		set.Interval = rlqs.DefaultInterval
+		set.Interval = interval
 	}
 	c, err := rlqsclient.New(conn, set, clk.Now)
 	if err != nil {
@@ -117,7 +123,7 @@ func tokens(t testing.TB, s *typev3.RateLimitStrategy) uint32 {
 		return 0
 	}
 	tb := s.GetTokenBucket()
-	if tb == nil || tb.TokensPerFill.GetValue() != tb.MaxTokens || tb.FillInterval.AsDuration() != rlqs.DefaultInterval {
+	if tb == nil || tb.TokensPerFill.GetValue() != tb.MaxTokens || tb.FillInterval.AsDuration() != interval {
 		t.Fatalf("strategy %v: want a token bucket refilling its max per interval", s)
 	}
 	return tb.MaxTokens
@@ -157,7 +163,7 @@ func TestSubscribe(t *testing.T) {
 	if rem := peek(t, store, srv); rem != 1000-10-252 {
 		t.Fatalf("remaining %d, want %d", rem, 1000-10-252)
 	}
-	clk.Advance(rlqs.DefaultInterval)
+	clk.Advance(interval)
 	spend(c, 400) // 126 refilled
 	syncNow(t, c)
 	// 200 + 400 requests reported over an interval: 6,000/s wanted, but the
@@ -191,7 +197,7 @@ func TestShrinkAndGrowBack(t *testing.T) {
 	admitted, least := 0, uint32(1<<31)
 	for range 9 { // 0.9 s at 4,000 requests/s
 		admitted += spend(c, 400)
-		clk.Advance(rlqs.DefaultInterval)
+		clk.Advance(interval)
 		syncNow(t, c)
 		_, s := c.State(api)
 		least = min(least, tokens(t, s))
@@ -200,7 +206,7 @@ func TestShrinkAndGrowBack(t *testing.T) {
 	if least > 5 || admitted > 1000 || admitted < 900 {
 		t.Fatalf("admitted %d in the window, least lease %d: want 900–1000 and the lease down to a few tokens", admitted, least)
 	}
-	clk.Advance(rlqs.DefaultInterval) // the next window
+	clk.Advance(interval) // the next window
 	syncNow(t, c)
 	if _, s := c.State(api); tokens(t, s) == 0 {
 		t.Fatal("no lease in a fresh window")
@@ -233,7 +239,7 @@ func TestSharesAreDemandWeighted(t *testing.T) {
 			}
 			got[i] += spend(c, n)
 		}
-		clk.Advance(rlqs.DefaultInterval)
+		clk.Advance(interval)
 		for _, c := range cs {
 			syncNow(t, c)
 		}
@@ -295,7 +301,7 @@ func waitFor(t testing.TB, cond func() bool) {
 func TestExpiryAndReconnect(t *testing.T) {
 	clk := newClock()
 	store := testkit.Memory(t, memorystore.WithClock(clk.Now))
-	srv, err := rlqs.NewServer(store, rules(t, perSecond), rlqs.Options{Now: clk.Now})
+	srv, err := rlqs.NewServer(store, rules(t, perSecond), rlqs.Options{Now: clk.Now, Interval: interval})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +319,7 @@ func TestExpiryAndReconnect(t *testing.T) {
 	syncNow(t, c)
 	g.Stop()
 
-	clk.Advance(rlqs.DefaultTTLIntervals*rlqs.DefaultInterval - time.Millisecond)
+	clk.Advance(rlqs.DefaultTTLIntervals*interval - time.Millisecond)
 	if state, _ := c.State(api); state != rlqsclient.Active {
 		t.Fatalf("state %v before the TTL, want active", state)
 	}

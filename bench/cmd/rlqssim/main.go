@@ -26,13 +26,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/floodgate/floodgate/rlqs"
 )
 
 func main() {
 	clients := flag.String("clients", "4,16,64", "client counts")
 	quota := flag.Int64("quota", 100000, "quota per 1 s window")
 	dur := flag.Duration("duration", 20*time.Second, "length of each run (simulated, or real with -redis)")
-	interval := flag.Duration("interval", 100*time.Millisecond, "report interval")
+	interval := flag.Duration("interval", rlqs.DefaultInterval, "report interval")
 	seed := flag.Uint64("seed", 1, "seed of the traffic")
 	redisAddr := flag.String("redis", "", "run in real time against this Redis instead")
 	flag.Parse()

@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/rlqs"
 )
 
 // TestSimulate: a short run of each load holds the bounds docs/RLQS.md
@@ -11,7 +13,7 @@ import (
 // same seed gives the same figures.
 func TestSimulate(t *testing.T) {
 	for _, flash := range []bool{false, true} {
-		cfg := Config{Clients: 4, Quota: 100000, Duration: 8 * time.Second, Interval: 100 * time.Millisecond, Flash: flash, Seed: 1}
+		cfg := Config{Clients: 4, Quota: 100000, Duration: 10 * time.Second, Interval: rlqs.DefaultInterval, Flash: flash, Seed: 1}
 		r, err := Simulate(cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -22,7 +22,7 @@ type RLQS struct {
 	// Required.
 	Listen string `yaml:"listen"`
 	// Interval is the report interval the clients are configured with
-	// (Envoy's reporting_interval); default rlqs.DefaultInterval (100ms).
+	// (Envoy's reporting_interval); default rlqs.DefaultInterval (125ms).
 	Interval Duration `yaml:"interval"`
 	// TTL is every assignment's time to live; default 5 × interval.
 	TTL Duration `yaml:"ttl"`
