@@ -49,7 +49,7 @@ test-go:
 	(. /tmp/floodgate-test/env && cd cmd/floodgate && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
 	(cd examples/chi && $(GO) vet ./... && $(GO) test -count=1 ./...) || status=1; \
 	$(GO) test -count=1 -run '^TestMemoryPerKey$$' ./memorystore || status=1; \
-	(cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^TestSameLimit$$' ./...) || status=1; \
+	(cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^(TestSameLimit|TestSimulate)$$' ./...) || status=1; \
 	$(MAKE) --no-print-directory test-deploy || status=1; \
 	exit $$status
 
