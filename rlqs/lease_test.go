@@ -55,7 +55,7 @@ func TestWindowTurnChargesTheNewWindow(t *testing.T) {
 	}
 	clk.Advance(interval / 2) // 0.95 s
 	spend(c, 10)
-	syncNow(t, c) // 10 requests: 100/s, ⌈12.5⌉ + 1 = 14 tokens, from the pool
+	syncNow(t, c)         // 10 requests: 100/s, ⌈12.5⌉ + 1 = 14 tokens, from the pool
 	clk.Advance(interval) // 1.05 s: the report straddles the turn
 	if got := spend(c, 10); got != 10 {
 		t.Fatalf("%d admitted on a lease of 14", got)

@@ -66,13 +66,12 @@ func (st *stream) handle(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRepor
 			st.forget(key, b)
 			continue
 		}
-		if now.Sub(b.leased) < st.srv.opt.Interval/2 {
-			// Too soon for a lease: the same one again, which extends its
-			// TTL and, being unchanged, leaves the client's bucket as it is.
-			resp.BucketAction = append(resp.BucketAction, st.action(b))
-		} else if a := st.assign(ctx, key, b, u, now); a != nil {
-			resp.BucketAction = append(resp.BucketAction, a)
+		if now.Sub(b.leased) >= st.srv.opt.Interval/2 {
+			st.assign(ctx, key, b, u, now)
 		}
+		// Sooner, the same lease again: unchanged, it extends its TTL and
+		// leaves the client's bucket as it is.
+		resp.BucketAction = append(resp.BucketAction, st.action(b))
 	}
 	return resp, nil
 }
@@ -204,7 +203,7 @@ func windowOf(p floodgate.Policy, now time.Time) int64 {
 // its demand-weighted part of the quota left. What the stream holds beyond
 // that goes to this server's pool for the bucket, which the other streams
 // draw on before the Store: at most one Store call.
-func (st *stream) assign(ctx context.Context, key string, b *bucket, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
+func (st *stream) assign(ctx context.Context, key string, b *bucket, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) {
 	s := st.srv
 	periods := max(1, u.GetTimeElapsed().AsDuration().Seconds()/s.opt.Interval.Seconds())
 	w := windowOf(b.policy, now)
@@ -244,7 +243,6 @@ func (st *stream) assign(ctx context.Context, key string, b *bucket, u *rlqspb.R
 		lease = int64(float64(max(b.outstanding, 0)) / (1 + periods))
 	}
 	b.lease, b.leased = lease, now
-	return st.action(b)
 }
 
 // reserve takes need from the Store for b, reporting whether it could.
