@@ -1,9 +1,11 @@
 package rlqs_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/rlqs"
 	"github.com/floodgate/floodgate/rlqs/rlqsclient"
 )
@@ -90,5 +92,25 @@ func TestIdleBucketIsAbandoned(t *testing.T) {
 		if st, _ := c.State(api); st != want {
 			t.Fatalf("after %d idle intervals: %v, want %v", i+1, st, want)
 		}
+	}
+}
+
+// TestSlack: a lease holds Slack intervals of refill more in reserve
+// (126 tokens, 126 × 2.25 = 283 held, after the 10 reported), and a
+// slack outside 0..1 is refused.
+func TestSlack(t *testing.T) {
+	clk := newClock()
+	srv, conn, store := fixture(t, clk, perSecond, rlqs.Options{Slack: 0.25})
+	c := client(t, conn, clk, rlqsclient.Settings{})
+	spend(c, 10)
+	syncNow(t, c)
+	if _, s := c.State(api); tokens(t, s) != 126 {
+		t.Fatalf("strategy %v, want 126 tokens", s)
+	}
+	if rem := peek(t, store, srv); rem != 1000-293 {
+		t.Fatalf("remaining %d, want %d", rem, 1000-293)
+	}
+	if _, err := rlqs.NewServer(store, rules(t, perSecond), rlqs.Options{Slack: 1.5}); !errors.Is(err, floodgate.ErrInvalidOption) {
+		t.Fatalf("slack 1.5: %v", err)
 	}
 }

@@ -52,6 +52,12 @@ type Options struct {
 	// MaxMessages bounds the messages one stream may send per Interval;
 	// default DefaultMaxMessages.
 	MaxMessages int
+	// Slack is how late, in intervals, a report or the answer to it may
+	// be while the client's bucket keeps refilling: a lease holds that
+	// much more in reserve, so late reports over-admit less and a tight
+	// quota refuses a little more (docs/BENCHMARKS.md, "RLQS"). 0 to 1;
+	// default 0.
+	Slack float64
 	// Now is the server's clock; default time.Now. The Store keeps its own.
 	Now func() time.Time
 	// Logger gets store failures; default slog.Default().
@@ -83,8 +89,8 @@ func (o *Options) fill() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Interval < time.Millisecond || o.TTL < 0 || o.IdleAfter < 0 || o.MaxBuckets < 0 || o.MaxEntries < 0 || o.MaxEntryBytes < 0 || o.MaxMessages < 0 {
-		return fmt.Errorf("%w: rlqs: an option is out of range (interval %v ≥ 1ms, the others ≥ 0)", floodgate.ErrInvalidOption, o.Interval)
+	if o.Interval < time.Millisecond || o.TTL < 0 || o.IdleAfter < 0 || o.MaxBuckets < 0 || o.MaxEntries < 0 || o.MaxEntryBytes < 0 || o.MaxMessages < 0 || o.Slack < 0 || o.Slack > 1 {
+		return fmt.Errorf("%w: rlqs: an option is out of range (interval %v ≥ 1ms, slack 0 to 1, the others ≥ 0)", floodgate.ErrInvalidOption, o.Interval)
 	}
 	return nil
 }

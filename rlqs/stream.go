@@ -199,13 +199,13 @@ func windowOf(p floodgate.Policy, now time.Time) int64 {
 // assign sizes the bucket's next lease and reserves it: L is the demand of
 // one interval and a quarter (an even part of the quota at the first
 // lease, before reports tell), bounded so that what the client may spend
-// before its next report (L now and L refilled per interval elapsed) is
-// its demand-weighted part of the quota left. What the stream holds beyond
+// before its next report (L now and L refilled per interval elapsed, plus
+// Options.Slack intervals) is its demand-weighted part of the quota left. What the stream holds beyond
 // that goes to this server's pool for the bucket, which the other streams
 // draw on before the Store: at most one Store call.
 func (st *stream) assign(ctx context.Context, key string, b *bucket, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) {
 	s := st.srv
-	periods := max(1, u.GetTimeElapsed().AsDuration().Seconds()/s.opt.Interval.Seconds())
+	periods := max(1, u.GetTimeElapsed().AsDuration().Seconds()/s.opt.Interval.Seconds()) + s.opt.Slack
 	w := windowOf(b.policy, now)
 	s.mu.Lock()
 	sh := s.shared[key]

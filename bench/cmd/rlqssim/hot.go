@@ -27,7 +27,7 @@ type HotResult struct {
 // Hot runs n clients, each deciding for one hot bucket as fast as it can
 // in a goroutine of its own and reporting every interval, against one
 // server on Redis, for d of real time.
-func Hot(addr string, n int, quota int64, d, interval time.Duration) (HotResult, error) {
+func Hot(addr string, n int, quota int64, d, interval time.Duration, slack float64) (HotResult, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	mem, err := redisstore.New(rdb, redisstore.WithTimeout(time.Second), redisstore.WithPrefix(fmt.Sprintf("rlqssim-%d:", time.Now().UnixNano())))
@@ -40,7 +40,7 @@ func Hot(addr string, n int, quota int64, d, interval time.Duration) (HotResult,
 	if err != nil {
 		return HotResult{}, err
 	}
-	srv, err := rlqs.NewServer(store, rules, rlqs.Options{Interval: interval})
+	srv, err := rlqs.NewServer(store, rules, rlqs.Options{Interval: interval, Slack: slack})
 	if err != nil {
 		return HotResult{}, err
 	}

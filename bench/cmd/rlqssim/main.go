@@ -37,6 +37,7 @@ func main() {
 	interval := flag.Duration("interval", rlqs.DefaultInterval, "report interval")
 	seed := flag.Uint64("seed", 1, "seed of the traffic")
 	redisAddr := flag.String("redis", "", "run in real time against this Redis instead")
+	slack := flag.Float64("slack", 0, "the server's Slack, in intervals")
 	flag.Parse()
 	ns, err := ints(*clients)
 	if err != nil || *quota < 1 || *interval < time.Millisecond || *dur < time.Second {
@@ -44,11 +45,11 @@ func main() {
 		os.Exit(2)
 	}
 	if *redisAddr != "" {
-		fmt.Printf("rlqssim -redis %s -clients %s -quota %d -duration %v -interval %v\n\n", *redisAddr, *clients, *quota, *dur, *interval)
+		fmt.Printf("rlqssim -redis %s -clients %s -quota %d -duration %v -interval %v -slack %g\n\n", *redisAddr, *clients, *quota, *dur, *interval, *slack)
 		fmt.Println("| clients | decisions/s | admitted/s | worst window | Redis calls/s |")
 		fmt.Println("|---|---|---|---|---|")
 		for _, n := range ns {
-			r, err := Hot(*redisAddr, n, *quota, *dur, *interval)
+			r, err := Hot(*redisAddr, n, *quota, *dur, *interval, *slack)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "rlqssim:", err)
 				os.Exit(1)
@@ -57,12 +58,12 @@ func main() {
 		}
 		return
 	}
-	fmt.Printf("rlqssim -clients %s -quota %d -duration %v -interval %v -seed %d\n\n", *clients, *quota, *dur, *interval, *seed)
+	fmt.Printf("rlqssim -clients %s -quota %d -duration %v -interval %v -slack %g -seed %d\n\n", *clients, *quota, *dur, *interval, *slack, *seed)
 	fmt.Println("| load | clients | worst window | false refusals | store calls per client per interval |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, flash := range []bool{false, true} {
 		for _, n := range ns {
-			r, err := Simulate(Config{Clients: n, Quota: *quota, Duration: *dur, Interval: *interval, Flash: flash, Seed: *seed})
+			r, err := Simulate(Config{Clients: n, Quota: *quota, Duration: *dur, Interval: *interval, Slack: *slack, Flash: flash, Seed: *seed})
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "rlqssim:", err)
 				os.Exit(1)

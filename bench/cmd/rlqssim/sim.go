@@ -29,6 +29,7 @@ type Config struct {
 	Quota    int64         // per 1 s fixed window, all clients together
 	Duration time.Duration // simulated
 	Interval time.Duration // the report interval, server and clients
+	Slack    float64       // the server's rlqs.Options.Slack
 	Flash    bool          // 0.5× the quota, plus 3× on client 0 from 25 % to 50 % of the run; else 2× steady
 	Seed     uint64
 }
@@ -73,7 +74,7 @@ func Simulate(cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	srv, err := rlqs.NewServer(store, rules, rlqs.Options{Interval: cfg.Interval, Now: clock})
+	srv, err := rlqs.NewServer(store, rules, rlqs.Options{Interval: cfg.Interval, Slack: cfg.Slack, Now: clock})
 	if err != nil {
 		return Result{}, err
 	}

@@ -26,6 +26,9 @@ type RLQS struct {
 	Interval Duration `yaml:"interval"`
 	// TTL is every assignment's time to live; default 5 × interval.
 	TTL Duration `yaml:"ttl"`
+	// Slack is how late, in intervals, reports and answers may be while
+	// leases keep refilling (rlqs.Options.Slack); 0 (default) to 1.
+	Slack float64 `yaml:"slack"`
 	// Domains maps each domain to its rules, the first match winning.
 	Domains map[string][]RLQSRule `yaml:"domains"`
 
@@ -52,6 +55,9 @@ func (v *validator) rlqs() {
 	v.rlqsListen(r)
 	if r.Interval < 0 || r.TTL < 0 {
 		v.fail("rlqs", "interval and ttl must not be negative")
+	}
+	if r.Slack < 0 || r.Slack > 1 {
+		v.fail("rlqs.slack", "must be within 0..1 (intervals), got %g", r.Slack)
 	}
 	if v.has("rlqs.interval") && r.Interval.D() < time.Millisecond {
 		v.fail("rlqs.interval", "must be at least 1ms, got %v", r.Interval.D())

@@ -39,6 +39,8 @@ func TestRLQSErrors(t *testing.T) {
 			"f.yaml:4: rlqs.domains: required: at least one domain with its rules"},
 		{"short interval", "rlqs:\n  listen: 127.0.0.1:0\n  interval: 1us\n  domains: {envoy: [{policy: api}]}\n",
 			"f.yaml:6: rlqs.interval: must be at least 1ms, got 1µs"},
+		{"slack", "rlqs:\n  listen: 127.0.0.1:0\n  slack: 2\n  domains: {envoy: [{policy: api}]}\n",
+			"f.yaml:6: rlqs.slack: must be within 0..1 (intervals), got 2"},
 		{"unknown field", "rlqs:\n  listen: 127.0.0.1:0\n  domain: envoy\n",
 			"f.yaml:6: rlqs.domain: unknown field"},
 	} {

@@ -36,7 +36,7 @@ func (s *Server) startRLQS() error {
 	if r == nil {
 		return nil
 	}
-	svc, err := rlqs.NewServer(s.store, r.Rules, rlqs.Options{Interval: r.Interval.D(), TTL: r.TTL.D(), Logger: s.logger})
+	svc, err := rlqs.NewServer(s.store, r.Rules, rlqs.Options{Interval: r.Interval.D(), TTL: r.TTL.D(), Slack: r.Slack, Logger: s.logger})
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceRLQS, err)
 	}
@@ -63,7 +63,7 @@ func (s *Server) startRLQS() error {
 
 // applyRLQS gives a running face the rules of a new configuration: its
 // streams abandon the buckets no rule matches any more. The listener,
-// interval and TTL are read at start.
+// interval, TTL and slack are read at start.
 func (s *Server) applyRLQS(cfg *config.Config) {
 	f, o, n := s.rlqs, s.start.RLQS, cfg.RLQS
 	if f == nil || n == nil {
@@ -72,8 +72,8 @@ func (s *Server) applyRLQS(cfg *config.Config) {
 		}
 		return
 	}
-	if o.Listen != n.Listen || o.Interval != n.Interval || o.TTL != n.TTL {
-		s.logger.Warn("configuration change needs a restart", "change", "rlqs listen, interval or ttl")
+	if o.Listen != n.Listen || o.Interval != n.Interval || o.TTL != n.TTL || o.Slack != n.Slack {
+		s.logger.Warn("configuration change needs a restart", "change", "rlqs listen, interval, ttl or slack")
 	}
 	f.svc.SetRules(n.Rules)
 }
