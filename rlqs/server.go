@@ -26,7 +26,7 @@ const (
 	DefaultMaxBuckets    = 4096
 	DefaultMaxEntries    = 16
 	DefaultMaxEntryBytes = 256
-	DefaultMaxMessages   = 64
+	DefaultMaxMessages   = 1024 // a burst of new buckets each sends its first report at once
 )
 
 // Options configures a Server. Zero fields take their defaults.

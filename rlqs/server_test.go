@@ -277,11 +277,11 @@ func TestAbandonOnRuleRemoval(t *testing.T) {
 	if state, _ := c.State(api); state != rlqsclient.Untracked {
 		t.Fatalf("state %v after abandon, want untracked", state)
 	}
-	// A new request subscribes again and, unmatched, is abandoned again.
+	// A new request subscribes again and, unmatched, is not limited.
 	spend(c, 1)
 	syncNow(t, c)
-	if state, _ := c.State(api); state != rlqsclient.Untracked {
-		t.Fatalf("state %v for an unmatched bucket, want untracked", state)
+	if state, s := c.State(api); state != rlqsclient.Active || s.GetBlanketRule() != typev3.RateLimitStrategy_ALLOW_ALL {
+		t.Fatalf("state %v, strategy %v for an unmatched bucket: want ALLOW_ALL", state, s)
 	}
 }
 

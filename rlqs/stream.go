@@ -55,7 +55,9 @@ func (st *stream) handle(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRepor
 		if b == nil {
 			rule, ok := rules.match(st.domain, id)
 			if !ok {
-				resp.BucketAction = append(resp.BucketAction, abandon(u.BucketId))
+				// No rule limits it, as at the other doors; an abandon
+				// would only bring its next request back as a new report.
+				resp.BucketAction = append(resp.BucketAction, st.assignment(u.BucketId, allowAll()))
 				continue
 			}
 			b = st.join(key, u.BucketId, rule.Policy, now)
@@ -270,16 +272,24 @@ func (st *stream) reserve(ctx context.Context, key string, sh *shared, b *bucket
 
 // action is the bucket's current lease as an assignment.
 func (st *stream) action(b *bucket) *rlqspb.RateLimitQuotaResponse_BucketAction {
-	s := st.srv
+	return st.assignment(b.id, strategy(b.lease, st.srv.opt.Interval))
+}
+
+// assignment assigns s to the bucket id for the server's TTL.
+func (st *stream) assignment(id *rlqspb.BucketId, s *typev3.RateLimitStrategy) *rlqspb.RateLimitQuotaResponse_BucketAction {
 	return &rlqspb.RateLimitQuotaResponse_BucketAction{
-		BucketId: b.id,
+		BucketId: id,
 		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
 			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
-				AssignmentTimeToLive: durationpb.New(s.opt.TTL),
-				RateLimitStrategy:    strategy(b.lease, s.opt.Interval),
+				AssignmentTimeToLive: durationpb.New(st.srv.opt.TTL),
+				RateLimitStrategy:    s,
 			},
 		},
 	}
+}
+
+func allowAll() *typev3.RateLimitStrategy {
+	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: typev3.RateLimitStrategy_ALLOW_ALL}}
 }
 
 // reconcile, after a reload, abandons the buckets no rule matches any more
