@@ -10,6 +10,7 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -62,6 +63,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger gets store failures; default slog.Default().
 	Logger *slog.Logger
+	// Registerer, if set, gets floodgate_rlqs_store_calls_total{result},
+	// floodgate_rlqs_streams and floodgate_rlqs_streams_refused_total{code}.
+	Registerer prometheus.Registerer
 }
 
 func (o *Options) fill() error {
@@ -103,6 +107,7 @@ type Server struct {
 	opt   Options
 	rules atomic.Pointer[Rules]
 	calls atomic.Uint64
+	m     *metrics
 
 	mu      sync.Mutex
 	shared  map[string]*shared   // by bucket key, across this server's streams
@@ -141,7 +146,11 @@ func NewServer(store floodgate.Store, rules *Rules, opt Options) (*Server, error
 	if err := opt.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{store: store, opt: opt, shared: map[string]*shared{}, streams: map[*stream]struct{}{}}
+	m, err := newMetrics(opt.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("rlqs: metrics: %w", err)
+	}
+	s := &Server{store: store, opt: opt, m: m, shared: map[string]*shared{}, streams: map[*stream]struct{}{}}
 	s.rules.Store(rules)
 	return s, nil
 }
@@ -181,6 +190,7 @@ func (s *Server) StreamRateLimitQuotas(gs rlqspb.RateLimitQuotaService_StreamRat
 	s.mu.Lock()
 	s.streams[st] = struct{}{}
 	s.mu.Unlock()
+	s.m.streams.Inc()
 	defer s.drop(st)
 
 	msgs := make(chan *rlqspb.RateLimitQuotaUsageReports)
@@ -205,6 +215,7 @@ func (s *Server) StreamRateLimitQuotas(gs rlqspb.RateLimitQuotaService_StreamRat
 		case m := <-msgs:
 			r, err := st.handle(gs.Context(), m)
 			if err != nil {
+				s.m.refused(err)
 				return err
 			}
 			resp = r
@@ -229,6 +240,7 @@ func (s *Server) StreamRateLimitQuotas(gs rlqspb.RateLimitQuotaService_StreamRat
 // drop forgets a finished stream and its share of every bucket's demand.
 // What its leases reserved stays spent: the quota errs towards refusing.
 func (s *Server) drop(st *stream) {
+	s.m.streams.Dec()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.streams, st)

@@ -10,6 +10,8 @@ import (
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -371,7 +373,8 @@ func usage(id map[string]string, allowed uint64) *rlqspb.RateLimitQuotaUsageRepo
 // spends nothing; a good client's state and the quota are untouched.
 func TestBadInput(t *testing.T) {
 	clk := newClock()
-	srv, conn, store := fixture(t, clk, perSecond, rlqs.Options{MaxBuckets: 3, MaxMessages: 5})
+	reg := prometheus.NewRegistry()
+	srv, conn, store := fixture(t, clk, perSecond, rlqs.Options{MaxBuckets: 3, MaxMessages: 5, Registerer: reg})
 	good := client(t, conn, clk, rlqsclient.Settings{})
 	spend(good, 10)
 	syncNow(t, good)
@@ -426,6 +429,36 @@ func TestBadInput(t *testing.T) {
 	if rem := peek(t, store, srv); rem >= left {
 		t.Fatalf("remaining %d, want below %d by the storm's one lease", rem, left)
 	}
+	want := `
+		# HELP floodgate_rlqs_streams_refused_total Rate limit quota service streams ended for bad input, by gRPC code.
+		# TYPE floodgate_rlqs_streams_refused_total counter
+		floodgate_rlqs_streams_refused_total{code="InvalidArgument"} 6
+		floodgate_rlqs_streams_refused_total{code="ResourceExhausted"} 2
+		# HELP floodgate_rlqs_store_calls_total Leases taken from the store by the rate limit quota service, by result: taken, refused (less was left), error.
+		# TYPE floodgate_rlqs_store_calls_total counter
+		floodgate_rlqs_store_calls_total{result="taken"} 2
+	`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "floodgate_rlqs_streams_refused_total", "floodgate_rlqs_store_calls_total"); err != nil {
+		t.Fatal(err)
+	}
+	// The bad streams have ended; the good client's is open.
+	waitFor(t, func() bool { return streams(t, reg) == 1 })
+}
+
+// streams reads floodgate_rlqs_streams from reg.
+func streams(t testing.TB, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "floodgate_rlqs_streams" {
+			return mf.Metric[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no floodgate_rlqs_streams")
+	return 0
 }
 
 // storm is six reports at once on one stream, the first naming the domain.

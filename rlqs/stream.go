@@ -257,17 +257,21 @@ func (st *stream) reserve(ctx context.Context, key string, sh *shared, b *bucket
 		if ctx.Err() != nil {
 			return false // the stream ended
 		}
+		s.m.calls.WithLabelValues("error").Inc()
 		s.opt.Logger.Warn("rlqs: store failed; the bucket's lease shrinks to what it holds", "domain", st.domain, "err", err)
 		return false
 	}
 	s.mu.Lock()
 	sh.remaining, sh.until = res[0].Remaining, now.Add(res[0].ResetAfter)
 	s.mu.Unlock()
-	if res[0].Allowed {
-		b.outstanding += need
-		b.window = windowOf(b.policy, now)
+	if !res[0].Allowed {
+		s.m.calls.WithLabelValues("refused").Inc()
+		return false
 	}
-	return res[0].Allowed
+	s.m.calls.WithLabelValues("taken").Inc()
+	b.outstanding += need
+	b.window = windowOf(b.policy, now)
+	return true
 }
 
 // action is the bucket's current lease as an assignment.

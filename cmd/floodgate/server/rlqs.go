@@ -36,7 +36,7 @@ func (s *Server) startRLQS() error {
 	if r == nil {
 		return nil
 	}
-	svc, err := rlqs.NewServer(s.store, r.Rules, rlqs.Options{Interval: r.Interval.D(), TTL: r.TTL.D(), Slack: r.Slack, Logger: s.logger})
+	svc, err := rlqs.NewServer(s.store, r.Rules, rlqs.Options{Interval: r.Interval.D(), TTL: r.TTL.D(), Slack: r.Slack, Logger: s.logger, Registerer: s.reg})
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceRLQS, err)
 	}
