@@ -90,7 +90,7 @@ var rules = []struct {
 	},
 	{
 		name:   "the library core and the stores speak no HTTP and know no door",
-		of:     func(d string) bool { return d == "" || under(d, "algorithm", "memorystore", "redisstore", "storetest") },
+		of:     func(d string) bool { return d == "" || under(d, "algorithm", "memorystore", "redisstore", "storetest", "lease") },
 		forbid: []string{"net/http", "header", "httplimit", "grpclimit", "envoyrls", "rlqs", "engine", "metrics", "ops", "tier", daemon, "client", "clientip"},
 	},
 	{
