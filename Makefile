@@ -5,7 +5,7 @@ CONFIG  ?= examples/quickstart.yaml
 DOCKER  ?= docker
 IMAGE   ?= floodgate:dev
 
-.PHONY: run build image test test-go lint test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim ratelimit-diff
+.PHONY: run build image test test-go lint test-stress chaos test-deploy test-image bench bench-middleware bench-daemon loadtest fuzz services-up services-down capacity bench-cluster reshard regionsim ratelimit-diff rlqssim
 
 run:
 	$(GO) -C cmd/floodgate run . serve -c $(abspath $(CONFIG))
@@ -52,7 +52,7 @@ test-go:
 	(. /tmp/floodgate-test/env && cd cmd/floodgate && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
 	(cd examples/chi && $(GO) vet ./... && $(GO) test -count=1 ./...) || status=1; \
 	$(GO) test -count=1 -run '^TestMemoryPerKey$$' ./memorystore || status=1; \
-	(cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^TestSameLimit$$' ./...) || status=1; \
+	(cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^(TestSameLimit|TestSimulate)$$' ./...) || status=1; \
 	$(MAKE) --no-print-directory test-deploy || status=1; \
 	exit $$status
 
@@ -117,6 +117,9 @@ regionsim:
 # with ratelimit already installed.
 ratelimit-diff:
 	scripts/ratelimit-diff.sh
+
+rlqssim:
+	cd bench && $(GO) run ./cmd/rlqssim
 
 # The gateway with its Redis killed and restarted, and under a saturated
 # CPU (scripts/chaos.sh; figures in docs/OPERATIONS.md); about 2 minutes.

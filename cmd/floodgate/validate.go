@@ -58,6 +58,9 @@ func summary(c *config.Config) string {
 	if c.EnvoyRLS != nil {
 		faces = append(faces, "envoy_rls "+c.EnvoyRLS.Listen)
 	}
+	if c.RLQS != nil {
+		faces = append(faces, "rlqs "+c.RLQS.Listen)
+	}
 	if c.Admin.Listen != config.Off {
 		faces = append(faces, "admin "+c.Admin.Listen)
 	}

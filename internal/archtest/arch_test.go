@@ -89,9 +89,11 @@ var rules = []struct {
 		forbid: []string{daemon},
 	},
 	{
-		name:   "the library core and the stores speak no HTTP and know no door",
-		of:     func(d string) bool { return d == "" || under(d, "algorithm", "memorystore", "redisstore", "storetest") },
-		forbid: []string{"net/http", "header", "httplimit", "grpclimit", "envoyrls", "engine", "metrics", "ops", "tier", daemon, "client", "clientip"},
+		name: "the library core and the stores speak no HTTP and know no door",
+		of: func(d string) bool {
+			return d == "" || under(d, "algorithm", "memorystore", "redisstore", "storetest", "lease")
+		},
+		forbid: []string{"net/http", "header", "httplimit", "grpclimit", "envoyrls", "rlqs", "engine", "metrics", "ops", "tier", daemon, "client", "clientip"},
 	},
 	{
 		name:   "the engine is below every door",
@@ -124,6 +126,16 @@ var rules = []struct {
 		of:     func(d string) bool { return d == "tier" },
 		forbid: []string{"net/http"},
 		direct: true,
+	},
+	{
+		name:   "rlqs leases from a Store; it knows no other door and no engine",
+		of:     func(d string) bool { return under(d, "rlqs") },
+		forbid: []string{"httplimit", "grpclimit", "envoyrls", "engine", "ops", "tier", "metrics", daemon, "client"},
+	},
+	{
+		name:   "the reference RLQS client speaks the protocol only: no server, no store",
+		of:     func(d string) bool { return d == "rlqs/rlqsclient" },
+		forbid: []string{"rlqs", "memorystore", "redisstore"},
 	},
 	{
 		name:   "the client is a peer of the daemon, not part of it",

@@ -14,7 +14,7 @@ import (
 // own. A new entry is a decision every library user pays for.
 var library = map[string]string{
 	"github.com/dunglas/httpsfv":                       "header",
-	"github.com/envoyproxy/go-control-plane/envoy":     "envoyrls",
+	"github.com/envoyproxy/go-control-plane/envoy":     "envoyrls, rlqs",
 	"github.com/envoyproxy/go-control-plane/ratelimit": "envoyrls (RateLimitConfig over xDS)",
 	"github.com/jackc/pgx/v5":                          "tier",
 	"github.com/prometheus/client_golang":              "metrics",
@@ -24,8 +24,8 @@ var library = map[string]string{
 	"golang.org/x/sync":                                "tier",
 	"golang.org/x/time":                                "client",
 	"google.golang.org/genproto/googleapis/rpc":        "grpclimit",
-	"google.golang.org/grpc":                           "grpclimit, envoyrls",
-	"google.golang.org/protobuf":                       "grpclimit, envoyrls",
+	"google.golang.org/grpc":                           "grpclimit, envoyrls, rlqs",
+	"google.golang.org/protobuf":                       "grpclimit, envoyrls, rlqs",
 	"gopkg.in/yaml.v3":                                 "envoyrls (envoyproxy/ratelimit's files)",
 }
 

@@ -21,12 +21,14 @@ var layers = []struct {
 	{"the core: policies, results, the Store interfaces", []string{""}, []string{"internal/nilcheck"}},
 	{"the algorithms' arithmetic", []string{"algorithm"}, nil},
 	{"the stores", []string{"memorystore", "redisstore"}, []string{"", "algorithm", "internal/nilcheck", "internal/algset"}},
+	{"a Store over a Store: local leases of hot keys", []string{"lease"}, []string{"", "internal/nilcheck"}},
 	{"the stores' conformance suites", []string{"storetest"}, []string{"", "algorithm"}},
 	{"formats and matching without a door", []string{"header", "pattern", "clientip"}, []string{""}},
 	{"the engine", []string{"engine"}, []string{"", "header", "internal/nilcheck"}},
 	{"the doors", []string{"httplimit", "grpclimit", "envoyrls", "tierhttp"},
 		[]string{"", "engine", "header", "pattern", "clientip", "tier", "httplimit",
 			"internal/nilcheck", "internal/readhead", "internal/refusallog", "internal/secret"}},
+	{"Envoy's rate limit quota service on a Store, and its reference client", []string{"rlqs", "rlqs/rlqsclient"}, []string{"", "internal/nilcheck"}},
 	{"the engine's observers and capacity", []string{"metrics", "ops/"}, []string{"", "engine", "header", "httplimit", "ops/", "internal/secret"}},
 	{"API-key tiers as data", []string{"tier"}, []string{"", "header"}},
 	{"the client of rate-limited APIs", []string{"client"}, []string{"", "header"}},
@@ -35,9 +37,9 @@ var layers = []struct {
 	{"what tests share", []string{"internal/testkit", "internal/pgtest", "internal/opstest", "internal/tiertest"},
 		[]string{"", "memorystore", "engine", "header", "clientip", "httplimit", "internal/testkit"}},
 	{"the runnable examples", []string{"examples/"}, []string{"", "memorystore", "redisstore", "engine", "clientip", "httplimit", "grpclimit"}},
-	{"the daemon's configuration", []string{daemon + "/config"}, []string{"", "clientip", "engine", "envoyrls", "header", "pattern", "internal/readhead"}},
+	{"the daemon's configuration", []string{daemon + "/config"}, []string{"", "clientip", "engine", "envoyrls", "rlqs", "header", "pattern", "internal/readhead"}},
 	{"the daemon", []string{daemon, daemon + "/server"}, []string{"", "algorithm", "memorystore", "redisstore", "header", "pattern", "clientip", "engine",
-		"httplimit", "grpclimit", "envoyrls", "tierhttp", "metrics", "ops/", "tier", "client", "internal/secret", daemon + "/"}},
+		"httplimit", "grpclimit", "envoyrls", "rlqs", "tierhttp", "metrics", "ops/", "tier", "client", "internal/secret", daemon + "/"}},
 }
 
 // in reports whether dir is one of names, a "dir/" entry naming dir's

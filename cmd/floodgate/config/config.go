@@ -54,6 +54,9 @@ type Config struct {
 	// EnvoyRLS is Envoy's rate limit service (gRPC); nil means off
 	// (envoy.go).
 	EnvoyRLS *EnvoyRLS `yaml:"envoy_rls"`
+	// RLQS is Envoy's rate limit quota service (gRPC); nil means off
+	// (rlqs.go).
+	RLQS *RLQS `yaml:"rlqs"`
 
 	Store Store `yaml:"store"`
 	// Policies are the named quotas rules refer to.

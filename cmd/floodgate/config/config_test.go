@@ -121,14 +121,14 @@ func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"syntax", "api:\n  listen: [\n", "f.yaml:2: did not find expected node content"},
 		{"tab", "api:\n\tlisten: ':1'\n", "f.yaml:2: a tab where YAML allows only spaces (indent with spaces)"},
-		{"no face", "admin: {listen: ':1'}\n", "f.yaml: no face is switched on: configure at least one of gateway, api, forward_auth and envoy_rls"},
+		{"no face", "admin: {listen: ':1'}\n", "f.yaml: no face is switched on: configure at least one of gateway, api, forward_auth, envoy_rls and rlqs"},
 		{"unset env", minimal + "admin: {token: '${FG_SURELY_UNSET}'}\n", "f.yaml:2: admin.token: environment variable FG_SURELY_UNSET is not set (write ${FG_SURELY_UNSET:-default} for a fallback)"},
 		{"env in flow mapping", minimal + "admin: {listen: ':2', token: ${FG_SURELY_UNSET}}\n", "f.yaml:2: ${FG_SURELY_UNSET} inside { } or [ ] must be quoted, e.g. '${FG_SURELY_UNSET}': YAML reads its braces as the collection's"},
 		{"env in flow list", minimal + "# it's {here}\nbypass:\n  tokens: [\"a\", 'b',\n    x-${FG_T:-d}, ${FG_U}]\n", "f.yaml:5: ${FG_T:-d} inside { } or [ ] must be quoted, e.g. '${FG_T:-d}': YAML reads its braces as the collection's"},
 		{"env after another error", minimal + "rules:\n  - match: \"POST /login\"\n    policies: [login\nadmin:\n  token: ${FG_T:-}\n", "f.yaml:4: did not find expected ',' or ']'"},
 		{"burst zero, window algorithm", minimal + "policies: {a: {algorithm: fixed-window, quota: 10, window: 1s, burst: 0}}\n", "f.yaml:2: policies.a.burst: applies to token-bucket and gcra only, not fixed-window (use a second, shorter policy for a burst limit)"},
 		{"policies misspelt", minimal + "polices: {a: {quota: 1, window: 1s}}\nrules:\n  - {match: /, policies: a}\n",
-			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, envoy_rls, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, tracing, ops, database, tiers, listeners)\n" +
+			"f.yaml:2: polices: unknown field (did you mean \"policies\"?) (known: gateway, api, forward_auth, admin, envoy_rls, rlqs, store, policies, rules, skip, bypass, trusted_proxies, client_ip, identity, headers, shutdown_timeout, log, tracing, ops, database, tiers, listeners)\n" +
 				"f.yaml:4: rules[0].policies[0]: unknown policy \"a\" (no policies are defined: is the policies: section missing or misspelt?)"},
 		{"redis url with a fragment", "api: {listen: ':1'}\nstore: {type: redis, redis: {url: 'redis://:p@ss#word@127.0.0.1:6379'}}\n", "f.yaml:2: store.redis.url: holds '#' or '?': percent-encode them in a password (%23, %3F) (want redis://[user:password@]host:port[/db], or rediss:// for TLS)"},
 		{"upstream password not shown", "gateway: {listen: ':1', upstream: 'ftp://u:secret@x'}\n", `f.yaml:1: gateway.upstream: want an http:// or https:// URL with a host, or "demo"; got "ftp://u:xxxxx@x"`},

@@ -14,8 +14,8 @@ type listener struct{ face, field, addr string }
 
 func (v *validator) faces() {
 	c := v.cfg
-	if c.Gateway == nil && c.API == nil && c.ForwardAuth == nil && c.EnvoyRLS == nil {
-		v.errorf(0, "", "no face is switched on: configure at least one of gateway, api, forward_auth and envoy_rls")
+	if c.Gateway == nil && c.API == nil && c.ForwardAuth == nil && c.EnvoyRLS == nil && c.RLQS == nil {
+		v.errorf(0, "", "no face is switched on: configure at least one of gateway, api, forward_auth, envoy_rls and rlqs")
 	}
 	var ls []listener
 	add := func(face, addr string) {

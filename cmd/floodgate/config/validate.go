@@ -115,6 +115,7 @@ func (v *validator) validate() {
 	v.unreachable()
 	v.ops()
 	v.envoyRLS() // after faces: its listener must not be theirs
+	v.rlqs()     // after policies and faces
 	v.clients()
 	v.output()
 	v.security() // after faces and rules: callers name rules

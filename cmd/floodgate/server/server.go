@@ -70,7 +70,8 @@ type Server struct {
 	tp                trace.TracerProvider // nil: tracing off (tracing.go)
 	decisions         *metrics.Metrics     // declares each rule's series (observe.go)
 	gw                *gatewayMetrics
-	version, revision string // floodgate_build_info (WithBuildInfo)
+	version, revision string    // floodgate_build_info (WithBuildInfo)
+	rlqs              *rlqsFace // the rlqs gRPC listener (rlqs.go)
 }
 
 // Option configures a Server.
@@ -197,6 +198,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 			"admin.listen", a.Listen)
 	}
 	s.state.Store(st)
+	s.applyRLQS(cfg)
 	s.m.reloads.WithLabelValues("ok").Inc()
 	s.m.lastReload.SetToCurrentTime()
 	s.logger.Info("configuration applied", "file", cfg.File, "rules", len(cfg.Rules), "policies", len(cfg.Policies))
@@ -288,7 +290,10 @@ func (s *Server) Start() error {
 		}(lns[i])
 		s.logger.Info("listening", "faces", fmt.Sprint(b.faces), "addr", lns[i].Addr().String())
 	}
-	return s.startRLS()
+	if err := s.startRLS(); err != nil {
+		return err
+	}
+	return s.startRLQS()
 }
 
 // bind is one listen address and the faces it serves.
@@ -428,6 +433,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.stopRLS(ctx)
+	s.stopRLQS(ctx)
 	s.mu.Lock()
 	if s.demo != nil {
 		s.demo.close()
