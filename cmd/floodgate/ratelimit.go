@@ -97,6 +97,8 @@ func startRatelimit(env *rlEnv, logger *slog.Logger) (*rlMode, error) {
 		return nil, err
 	}
 	go m.health.Serve(ln)
+	// The server logs its own listeners; this one is ratelimit's PORT.
+	logger.Info("listening", "faces", []string{"healthcheck"}, "addr", m.healthAddr)
 	return m, nil
 }
 

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -149,9 +149,13 @@ func TestRatelimitHealthcheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := startRatelimit(env, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		var logs bytes.Buffer
+		m, err := startRatelimit(env, slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if line := "faces=[healthcheck] addr=" + m.healthAddr; !strings.Contains(logs.String(), line) {
+			t.Errorf("start log has no %q:\n%s", line, logs.String())
 		}
 		want := 503
 		if force {
