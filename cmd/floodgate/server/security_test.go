@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -161,9 +162,14 @@ func TestAdminBehindToken(t *testing.T) {
 // TestAdminWithoutTokenLoopbackReads: with no admin.token, the counts of
 // /metrics answer anyone, while the dashboard and the admin reads (key
 // fingerprints) answer loopback clients only, on whatever address the
-// admin listener has.
+// admin listener has; the start log says so.
 func TestAdminWithoutTokenLoopbackReads(t *testing.T) {
-	f := start(t, "api: {listen: ':0'}\nadmin: {listen: ':0'}\npolicies: {a: {quota: 2, window: 1m}}\nrules: [{name: r, match: /, policies: a}]\n")
+	var logs syncBuffer
+	f := start(t, "api: {listen: ':0'}\nadmin: {listen: ':0'}\npolicies: {a: {quota: 2, window: 1m}}\nrules: [{name: r, match: /, policies: a}]\n",
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if !strings.Contains(logs.String(), "admin.listen faces the network and admin.token is unset") {
+		t.Errorf("no warning at start of an admin listener on :0 without a token:\n%s", logs.String())
+	}
 	mux := http.NewServeMux()
 	f.srv.route(mux, FaceAdmin, f.srv.Addr(FaceAdmin))
 	for _, c := range []struct {

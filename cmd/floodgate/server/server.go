@@ -155,7 +155,18 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.state.Store(st)
+	s.warnOpenAdmin(cfg)
 	return s, nil
+}
+
+// warnOpenAdmin logs, at start and at each reload, an admin listener
+// that faces the network without admin.token (docs/DEPLOY.md, "Securing
+// Floodgate").
+func (s *Server) warnOpenAdmin(cfg *config.Config) {
+	if a := cfg.Admin; a.Listen != config.Off && a.Token == "" && !onLoopback(a.Listen) {
+		s.logger.Warn("admin.listen faces the network and admin.token is unset: /metrics answers anyone; the dashboard and the admin reads answer loopback clients only; changes are refused",
+			"admin.listen", a.Listen)
+	}
 }
 
 // Config returns the configuration in force.
@@ -193,10 +204,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 	for _, w := range append(restartNeeded(s.start, cfg), s.tiersRestart(cfg)...) {
 		s.logger.Warn("configuration change needs a restart", "change", w)
 	}
-	if a := cfg.Admin; a.Listen != config.Off && a.Token == "" && !onLoopback(a.Listen) {
-		s.logger.Warn("admin.listen faces the network and admin.token is unset: /metrics answers anyone; the dashboard and the admin reads answer loopback clients only; changes are refused",
-			"admin.listen", a.Listen)
-	}
+	s.warnOpenAdmin(cfg)
 	s.state.Store(st)
 	s.applyRLQS(cfg)
 	s.m.reloads.WithLabelValues("ok").Inc()
