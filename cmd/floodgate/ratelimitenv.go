@@ -303,6 +303,9 @@ func redisFromEnv(r *envReader) (map[string]any, error) {
 	case typ == "SINGLE":
 		u := &url.URL{Scheme: "redis", Host: addr}
 		switch {
+		case socket == "unix" && !strings.HasPrefix(addr, "/"):
+			// ratelimit would dial a socket file of that name and fail.
+			return nil, fmt.Errorf("REDIS_URL=%q is not a socket path, and REDIS_SOCKET_TYPE is unix (ratelimit's default): set REDIS_SOCKET_TYPE=tcp for host:port", addr)
 		case socket == "unix":
 			u = &url.URL{Scheme: "unix", Path: addr}
 		case socket != "tcp":

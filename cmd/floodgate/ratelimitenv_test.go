@@ -125,7 +125,7 @@ func TestRatelimitEnvStores(t *testing.T) {
 func TestRatelimitEnvRefused(t *testing.T) {
 	for _, kv := range []string{"SHADOW_MODE=true", "BACKEND_TYPE=memcache", "GRPC_UDS=/run/rl.sock", "MERGE_DOMAIN_CONFIG=true",
 		"REDIS_TLS_CLIENT_CERT=/c", "LIMIT_RESET_HEADER=X-Reset", "CONFIG_TYPE=REST", "REDIS_TYPE=ring",
-		"FORCE_START_WITHOUT_INITIAL_CONFIG=yes please", "PROMETHEUS_PATH=/stats"} {
+		"FORCE_START_WITHOUT_INITIAL_CONFIG=yes please", "PROMETHEUS_PATH=/stats", "REDIS_URL=127.0.0.1:6379"} {
 		env := []string{kv, "USE_PROMETHEUS=true"}
 		_, err := ratelimitEnv(envOf(env), env)
 		name, _, _ := strings.Cut(kv, "=")
