@@ -125,9 +125,20 @@ func TestHelmChart(t *testing.T) {
 	}
 	sameLimitsAsQuickstart(t, file)
 
-	r = renderChart(t, helm, "autoscaling.enabled=true", "serviceMonitor.enabled=true", "prometheusRule.enabled=true", "store.type=memory", "store.failureMode=fail-closed")
+	r = renderChart(t, helm, "autoscaling.enabled=true", "serviceMonitor.enabled=true", "prometheusRule.enabled=true")
 	if r.deployment.Spec.Replicas != nil || r.hpa == nil || r.hpa.Spec.ScaleTargetRef.Name != r.deployment.Name || r.hpa.Spec.MaxReplicas != 10 {
 		t.Errorf("with autoscaling: replicas %v, HPA %+v", r.deployment.Spec.Replicas, r.hpa)
+	}
+	monitoring := r.monitoring
+	for _, set := range [][]string{{"store.type=memory"}, {"store.type=memory", "replicaCount=1"}, {"store.type=memory", "replicaCount=1", "podDisruptionBudget.enabled=false", "autoscaling.enabled=true"}} {
+		out, err := exec.Command(helm, "template", "fg", "helm/floodgate", "--set", strings.Join(set, ",")).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "store.type=memory keeps each replica's counters apart") {
+			t.Errorf("%v: rendered (%v), want the memory store refused beside more than one replica or a disruption budget:\n%s", set, err, out)
+		}
+	}
+	r = renderChart(t, helm, "store.type=memory", "replicaCount=1", "podDisruptionBudget.enabled=false", "store.failureMode=fail-closed")
+	if r.deployment.Spec.Replicas == nil || *r.deployment.Spec.Replicas != 1 || r.pdb != nil {
+		t.Errorf("memory store: replicas %v, disruption budget %v; want 1 and none", r.deployment.Spec.Replicas, r.pdb)
 	}
 	if _, ok := secretEnv(t, r.deployment.Spec.Template.Spec.Containers[0])["FLOODGATE_REDIS_URL"]; ok {
 		t.Errorf("a memory store still reads the Redis URL")
@@ -137,11 +148,11 @@ func TestHelmChart(t *testing.T) {
 	if cfg.Store.Type != "memory" || cfg.FailsClosed() != "store.failure_mode" {
 		t.Errorf("memory store: %q, fails closed %q", cfg.Store.Type, cfg.FailsClosed())
 	}
-	sm, _ := k8syaml.Marshal(r.monitoring["ServiceMonitor"])
+	sm, _ := k8syaml.Marshal(monitoring["ServiceMonitor"])
 	if !strings.Contains(string(sm), "port: admin") || !strings.Contains(string(sm), "key: admin-token") {
 		t.Errorf("ServiceMonitor:\n%s", sm)
 	}
-	rules, _ := k8syaml.Marshal(r.monitoring["PrometheusRule"])
+	rules, _ := k8syaml.Marshal(monitoring["PrometheusRule"])
 	for _, want := range []string{"alert: FloodgateRefusalsHigh", "floodgate_decisions_total", "> 0.2", "alert: FloodgateStoreErrors", "floodgate_store_errors_total", "alert: FloodgateBreakerOpen", "floodgate_store_breaker_state", "over 20%"} {
 		if !strings.Contains(string(rules), want) {
 			t.Errorf("PrometheusRule lacks %q:\n%s", want, rules)
