@@ -139,6 +139,11 @@ func TestValidateCommand(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "ok: 4 policies, 4 rules, memory store") {
 		t.Errorf("validate FILE: %v\n%s", err, out)
 	}
+	// The Envoy example has no policies of its own: its domains are named.
+	out, err = exec.Command(binary, "validate", "../../examples/envoy/floodgate.yaml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "envoy_rls 127.0.0.1:8081 (domains: edge)") {
+		t.Errorf("validate the Envoy example: %v\n%s", err, out)
+	}
 	out, err = exec.Command(binary, "validate", "-c", "a.yaml", "b.yaml").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "give the file once: -c a.yaml or b.yaml") {
 		t.Errorf("validate -c a.yaml b.yaml: %v\n%s", err, out)

@@ -55,8 +55,8 @@ func summary(c *config.Config) string {
 	if c.ForwardAuth != nil {
 		faces = append(faces, "forward_auth "+c.ForwardAuth.Listen)
 	}
-	if c.EnvoyRLS != nil {
-		faces = append(faces, "envoy_rls "+c.EnvoyRLS.Listen)
+	if e := c.EnvoyRLS; e != nil {
+		faces = append(faces, "envoy_rls "+e.Listen+envoyDomains(e))
 	}
 	if c.RLQS != nil {
 		faces = append(faces, "rlqs "+c.RLQS.Listen)
@@ -78,4 +78,23 @@ func redacted(s string) string {
 		u.RawQuery = "…"
 	}
 	return u.Redacted()
+}
+
+// envoyDomains names the domains the envoy_rls files hold, and whether
+// more come over xDS, e.g. " (domains: edge, api; more over xDS)".
+func envoyDomains(e *config.EnvoyRLS) string {
+	var names []string
+	if e.Limits != nil {
+		for _, d := range e.Limits.Domains {
+			names = append(names, d.Domain)
+		}
+	}
+	list := "none in files"
+	if len(names) > 0 {
+		list = strings.Join(names, ", ")
+	}
+	if e.XDS != nil {
+		list += "; more over xDS"
+	}
+	return " (domains: " + list + ")"
 }
