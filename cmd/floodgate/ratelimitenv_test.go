@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -149,7 +148,7 @@ func TestRatelimitHealthcheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var logs bytes.Buffer
+		var logs testkit.Buffer // the xDS client logs while the test reads
 		m, err := startRatelimit(env, slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {
 			t.Fatal(err)

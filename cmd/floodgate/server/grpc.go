@@ -1,8 +1,14 @@
 package server
 
 import (
+	"errors"
+	"net"
+
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
 )
@@ -42,4 +48,30 @@ func grpcOptions(l config.Listeners) []grpc.ServerOption {
 			PermitWithoutStream: true,
 		}),
 	}
+}
+
+// grpcFace is a running gRPC listener of the daemon: a server built with
+// grpcOptions, grpc.health.v1 reporting on the face's service, and server
+// reflection.
+type grpcFace struct {
+	g      *grpc.Server
+	health *health.Server
+}
+
+// serveGRPC serves face on ln, register adding its service (named service
+// in the health reports); an error of Serve ends the daemon (s.errc).
+func (s *Server) serveGRPC(face Face, service string, ln net.Listener, register func(*grpc.Server)) *grpcFace {
+	f := &grpcFace{g: grpc.NewServer(grpcOptions(s.start.Listeners)...), health: health.NewServer()}
+	register(f.g)
+	healthpb.RegisterHealthServer(f.g, f.health)
+	f.health.SetServingStatus(service, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(f.g)
+	s.addrs[face] = ln.Addr().String()
+	go func() {
+		if err := f.g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.errc <- err
+		}
+	}()
+	s.logger.Info("listening", "faces", "["+string(face)+"]", "addr", ln.Addr().String())
+	return f
 }

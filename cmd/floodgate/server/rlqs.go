@@ -2,13 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/rlqs"
@@ -24,9 +18,8 @@ const rlqsService = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 // taken from the daemon's store directly, not through the engine: the
 // failure mode of a lease is the client's expired_assignment_behavior.
 type rlqsFace struct {
-	g      *grpc.Server
-	health *health.Server
-	svc    *rlqs.Server
+	*grpcFace
+	svc *rlqs.Server
 }
 
 // startRLQS listens on rlqs.listen with the quota service, grpc.health.v1
@@ -45,19 +38,7 @@ func (s *Server) startRLQS() error {
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceRLQS, err)
 	}
-	f := &rlqsFace{g: grpc.NewServer(grpcOptions(s.start.Listeners)...), health: health.NewServer(), svc: svc}
-	svc.Register(f.g)
-	healthpb.RegisterHealthServer(f.g, f.health)
-	f.health.SetServingStatus(rlqsService, healthpb.HealthCheckResponse_SERVING)
-	reflection.Register(f.g)
-	s.rlqs = f
-	s.addrs[FaceRLQS] = ln.Addr().String()
-	go func() {
-		if err := f.g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.errc <- err
-		}
-	}()
-	s.logger.Info("listening", "faces", "["+string(FaceRLQS)+"]", "addr", ln.Addr().String())
+	s.rlqs = &rlqsFace{s.serveGRPC(FaceRLQS, rlqsService, ln, svc.Register), svc}
 	return nil
 }
 

@@ -2,17 +2,12 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/engine"
@@ -24,12 +19,6 @@ const FaceEnvoyRLS Face = "envoy_rls"
 
 // rlsService is the gRPC service name the health service reports on.
 const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
-
-// rlsFace is the running gRPC server of the envoy_rls face.
-type rlsFace struct {
-	g      *grpc.Server
-	health *health.Server
-}
 
 // buildRLS compiles the envoy_rls descriptors of cfg's files and of the
 // xDS snapshot in force into one tree on the daemon's engine (a domain in
@@ -110,19 +99,7 @@ func (s *Server) startRLS() error {
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceEnvoyRLS, err)
 	}
-	f := &rlsFace{g: grpc.NewServer(grpcOptions(s.start.Listeners)...), health: health.NewServer()}
-	svc.Register(f.g)
-	healthpb.RegisterHealthServer(f.g, f.health)
-	f.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_SERVING)
-	reflection.Register(f.g)
-	s.rls = f
-	s.addrs[FaceEnvoyRLS] = ln.Addr().String()
-	go func() {
-		if err := f.g.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.errc <- err
-		}
-	}()
-	s.logger.Info("listening", "faces", "["+string(FaceEnvoyRLS)+"]", "addr", ln.Addr().String())
+	s.rls = s.serveGRPC(FaceEnvoyRLS, rlsService, ln, svc.Register)
 	if e.XDS != nil {
 		s.startXDS(e.XDS)
 	}

@@ -61,7 +61,7 @@ type Server struct {
 	addrs   map[Face]string
 	errc    chan error
 
-	rls *rlsFace  // the envoy_rls gRPC listener (rls.go)
+	rls *grpcFace // the envoy_rls gRPC listener (rls.go)
 	xds *rlsRules // the envoy_rls rules from xDS, and their metrics (xds.go)
 	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
 	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
