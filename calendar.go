@@ -94,7 +94,10 @@ func (c *Calendar) Same(d *Calendar) bool {
 
 // Bounds returns the period that holds t: its first instant and the first
 // instant of the next, in c's time zone. A midnight that a DST change
-// skips starts its day at the first instant after it.
+// skips starts its day at the first instant after it, a midnight it
+// repeats at the first of the two, and a date skipped whole (Pacific/Apia,
+// 2011-12-30) has no period: the day before ends where the day after
+// starts.
 func (c *Calendar) Bounds(t time.Time) (start, end time.Time) {
 	loc := c.Location
 	if loc == nil {
@@ -102,7 +105,7 @@ func (c *Calendar) Bounds(t time.Time) (start, end time.Time) {
 	}
 	t = t.In(loc)
 	y, m, d := t.Date()
-	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, loc) }
+	day := func(y int, m time.Month, d int) time.Time { return midnight(y, m, d, loc) }
 	switch c.Period {
 	case Day:
 		return day(y, m, d), day(y, m, d+1)
@@ -125,6 +128,33 @@ func (c *Calendar) Bounds(t time.Time) (start, end time.Time) {
 	}
 	sy, sm, _ := start.Date()
 	return start, anchor(sy, sm+1)
+}
+
+// midnight is the first instant of day d of month m (normalised as
+// time.Date normalises) in loc. When a DST change skips that midnight,
+// time.Date may answer an instant before the gap, on the day before
+// (America/Santiago's 2010-10-10 gives 23:00 of the 9th), which would end
+// the day before it is over (Pacific/Apia skipped 2011-12-30 whole): the
+// first instant after the gap, where the zone in force that day starts,
+// is the day's start instead.
+func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	want := time.Date(y, m, d, 0, 0, 0, 0, time.UTC) // the date, normalised
+	got := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
+	zoneStart, zoneEnd := t.ZoneBounds()
+	switch {
+	case got.Equal(want):
+		// A midnight a DST change repeats: the day starts at the first.
+		_, off := t.Zone()
+		_, before := zoneStart.Add(-time.Nanosecond).Zone()
+		if back := time.Duration(before-off) * time.Second; back > 0 && t.Sub(zoneStart) < back {
+			return t.Add(-back)
+		}
+		return t
+	case got.Before(want): // before the gap: on the day before, or at a midnight of a day skipped whole
+		return zoneEnd
+	}
+	return zoneStart // after the gap, on the day itself
 }
 
 // check reports what is wrong with c for policy p, or "".

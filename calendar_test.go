@@ -18,12 +18,15 @@ func zone(t *testing.T, name string) *time.Location {
 }
 
 // TestCalendarBounds: calendar periods across month ends, leap years and
-// both DST changes of 2026 in two zones, to the second.
+// both DST changes of 2026 in two zones, and midnights skipped or
+// repeated, to the second.
 func TestCalendarBounds(t *testing.T) {
 	berlin, ny := zone(t, "Europe/Berlin"), zone(t, "America/New_York")
 	at := func(loc *time.Location, y int, m time.Month, d, h, min int) time.Time {
 		return time.Date(y, m, d, h, min, 0, 0, loc)
 	}
+	utc := func(y int, m time.Month, d, h, min int) time.Time { return at(time.UTC, y, m, d, h, min) }
+	santiago, gaza, apia := zone(t, "America/Santiago"), zone(t, "Asia/Gaza"), zone(t, "Pacific/Apia")
 	for _, c := range []struct {
 		name       string
 		cal        floodgate.Calendar
@@ -37,6 +40,13 @@ func TestCalendarBounds(t *testing.T) {
 		// New York: EST → EDT at 02:00 on 8 March, back at 02:00 on 1 November.
 		{"New York spring day", floodgate.Calendar{Period: floodgate.Day, Location: ny}, at(ny, 2026, 3, 8, 1, 59), at(ny, 2026, 3, 8, 0, 0), at(ny, 2026, 3, 9, 0, 0), 23 * time.Hour},
 		{"New York autumn day", floodgate.Calendar{Period: floodgate.Day, Location: ny}, at(ny, 2026, 11, 1, 3, 0), at(ny, 2026, 11, 1, 0, 0), at(ny, 2026, 11, 2, 0, 0), 25 * time.Hour},
+		// Midnight itself skipped or repeated: Santiago sprang from 00:00 to 01:00 on
+		// 10 October 2010, Gaza fell back from 01:00 to 00:00 on 24 October 2020, and
+		// Apia skipped 30 December 2011 whole. A day runs from its first instant to
+		// the next day's, and holds every instant of its date.
+		{"Santiago, next midnight skipped", floodgate.Calendar{Period: floodgate.Day, Location: santiago}, utc(2010, 10, 10, 3, 30), utc(2010, 10, 9, 4, 0), utc(2010, 10, 10, 4, 0), 24 * time.Hour},
+		{"Gaza, midnight repeated", floodgate.Calendar{Period: floodgate.Day, Location: gaza}, utc(2020, 10, 23, 21, 30), utc(2020, 10, 23, 21, 0), utc(2020, 10, 24, 22, 0), 25 * time.Hour},
+		{"Apia, the next day skipped", floodgate.Calendar{Period: floodgate.Day, Location: apia}, utc(2011, 12, 29, 15, 0), utc(2011, 12, 29, 10, 0), utc(2011, 12, 30, 10, 0), 24 * time.Hour},
 		// A month holding the spring change is an hour short; October's an hour long.
 		{"Berlin March", floodgate.Calendar{Period: floodgate.Month, Location: berlin}, at(berlin, 2026, 3, 31, 23, 59), at(berlin, 2026, 3, 1, 0, 0), at(berlin, 2026, 4, 1, 0, 0), 31*24*time.Hour - time.Hour},
 		{"New York November", floodgate.Calendar{Period: floodgate.Month, Location: ny}, at(ny, 2026, 11, 1, 0, 0), at(ny, 2026, 11, 1, 0, 0), at(ny, 2026, 12, 1, 0, 0), 30*24*time.Hour + time.Hour},

@@ -79,7 +79,7 @@ func (r *Reservation) Settle(ctx context.Context, actual Cost) (Decision, error)
 		return Decision{}, ErrReservationClosed
 	}
 	r.closed = true
-	post := Cost{Requests: max(actual.Requests-r.estimate.Requests, 0), ContentBytes: max(actual.ContentBytes-r.estimate.ContentBytes, 0), Kind: Post}
+	post := PostCharge(r.estimate, actual)
 	back := Cost{Requests: max(r.estimate.Requests-actual.Requests, 0), ContentBytes: max(r.estimate.ContentBytes-actual.ContentBytes, 0), Kind: Refund, At: r.at}
 	d := r.Decision
 	var err error
@@ -97,6 +97,15 @@ func (r *Reservation) Settle(ctx context.Context, actual Cost) (Decision, error)
 func (r *Reservation) Cancel(ctx context.Context) error {
 	_, err := r.Settle(ctx, Cost{})
 	return err
+}
+
+// PostCharge is what actual costs beyond charged, in each unit, as a Post
+// of at most MaxPost: a larger actual cost (an upstream's cost header
+// saying 2^63−1) leaves the most debt a key can hold rather than an
+// ErrInvalidCost that would charge nothing at all.
+func PostCharge(charged, actual Cost) Cost {
+	return Cost{Requests: min(max(actual.Requests-charged.Requests, 0), MaxPost),
+		ContentBytes: min(max(actual.ContentBytes-charged.ContentBytes, 0), MaxPost), Kind: Post}
 }
 
 // isZero reports whether c charges nothing in any unit.

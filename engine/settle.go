@@ -11,7 +11,7 @@ import (
 // Settle charges an admitted request's actual cost once its work is done
 // (a token count the answer reports): in each unit, what exceeds charged,
 // the cost it was admitted with, as a post-charge (counted even past the
-// quota, leaving the key in debt), or the difference back as a refund of
+// quota, leaving the key in debt, floodgate.PostCharge), or the difference back as a refund of
 // the cost admitted at time at, on the rate policies it was decided
 // against (the rule's and the plan's, each under its key). One store call
 // per set, two when one unit is over and the other under. It holds no slot
@@ -23,7 +23,7 @@ func (o *Outcome) Settle(ctx context.Context, charged, actual floodgate.Cost, at
 	if actual.Requests < 0 || actual.ContentBytes < 0 {
 		return fmt.Errorf("%w: actual cost %d requests, %d content bytes", floodgate.ErrInvalidCost, actual.Requests, actual.ContentBytes)
 	}
-	post := floodgate.Cost{Requests: max(actual.Requests-charged.Requests, 0), ContentBytes: max(actual.ContentBytes-charged.ContentBytes, 0), Kind: floodgate.Post}
+	post := floodgate.PostCharge(charged, actual)
 	back := floodgate.Cost{Requests: max(charged.Requests-actual.Requests, 0), ContentBytes: max(charged.ContentBytes-actual.ContentBytes, 0), Kind: floodgate.Refund, At: at}
 	for _, sp := range o.spent {
 		if sp.s == nil || sp.s.limiter == nil {

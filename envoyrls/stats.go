@@ -47,7 +47,7 @@ type Stats struct {
 
 // NewStats registers the counters on reg. Errors: reg refused one.
 func NewStats(reg prometheus.Registerer, opt StatsOptions) (*Stats, error) {
-	if opt.NearLimitRatio <= 0 || opt.NearLimitRatio > 1 {
+	if !(opt.NearLimitRatio > 0 && opt.NearLimitRatio <= 1) { // NaN too
 		opt.NearLimitRatio = DefaultNearLimitRatio
 	}
 	if opt.MaxSeries <= 0 {

@@ -1,6 +1,7 @@
 package envoyrls
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -32,6 +33,19 @@ func TestCountAsRatelimit(t *testing.T) {
 		if got := count(10, tc.before, tc.hits, tc.over, tc.shadow, 0.8); got != tc.want {
 			t.Errorf("before %d + %d (over %v, shadow %v): %+v, want %+v", tc.before, tc.hits, tc.over, tc.shadow, got, tc.want)
 		}
+	}
+}
+
+// TestStatsRatioNaN: a near-limit ratio that is no number (NaN, from
+// NEAR_LIMIT_RATIO=NaN) takes the default rather than counting a
+// near_limit of 2^64 − 2^63 + quota hits.
+func TestStatsRatioNaN(t *testing.T) {
+	s, err := NewStats(prometheus.NewRegistry(), StatsOptions{NearLimitRatio: math.NaN()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ratio != DefaultNearLimitRatio {
+		t.Fatalf("ratio %v, want %v", s.ratio, DefaultNearLimitRatio)
 	}
 }
 

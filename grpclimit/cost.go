@@ -31,6 +31,9 @@ func (c *costTaker) take(md metadata.MD) metadata.MD {
 	if len(md) == 0 {
 		md = nil // nothing else to send
 	}
+	if len(vs) == 0 { // set with no value (an MD literal): no count
+		return md
+	}
 	if n, err := strconv.ParseInt(strings.TrimSpace(vs[0]), 10, 64); err == nil && n >= 0 {
 		c.cost, c.found = n, true
 	}

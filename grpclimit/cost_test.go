@@ -110,3 +110,39 @@ func TestCostKey(t *testing.T) {
 		t.Fatalf("watch key: %+v %v, want 50 left", res[0], err)
 	}
 }
+
+// TestCostKeyEmpty: a handler that sets the cost key with no value (a
+// metadata.MD literal) is no count: the call keeps its cost of 1, and
+// the interceptor does not panic.
+func TestCostKeyEmpty(t *testing.T) {
+	now := func() time.Time { return at }
+	store := testkit.Memory(t, memorystore.WithClock(now))
+	eng, err := engine.New(engine.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := floodgate.Policy{Name: "tokens", Algorithm: floodgate.FixedWindow, Quota: 100, Window: time.Hour}
+	rule, err := eng.Compile(engine.Rule{Name: "grpc", Policies: []floodgate.Policy{p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := grpclimit.New(grpclimit.Config{Rule: rule, Key: grpclimit.ByMethod(), Fields: engine.Fields{Now: now}, CostKey: "x-tokens-used"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dial(t, grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary(), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		grpc.SetTrailer(ctx, metadata.MD{"x-tokens-used": {}, "x-other": {"kept"}})
+		return h(ctx, req)
+	})))
+	var trl metadata.MD
+	if _, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{}, grpc.Trailer(&trl)); err != nil {
+		t.Fatal(err)
+	}
+	if _, seen := trl["x-tokens-used"]; seen || len(trl.Get("x-other")) != 1 {
+		t.Fatalf("trailer %v: want x-other only", trl)
+	}
+	var res [1]floodgate.Result
+	if err := store.Take(t.Context(), "/grpc.health.v1.Health/Check", floodgate.Cost{}, []floodgate.Policy{p}, res[:]); err != nil || res[0].Remaining != 99 {
+		t.Fatalf("%+v %v, want 99 left", res[0], err)
+	}
+}

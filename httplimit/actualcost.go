@@ -82,7 +82,12 @@ func (c *costWriter) read(h http.Header, name string) {
 		return
 	}
 	delete(h, name)
-	if n, err := strconv.ParseInt(strings.TrimSpace(strings.Join(v, "")), 10, 64); err == nil && n >= 0 {
+	// A repeated header is no count: its values joined would read "2",
+	// "0" as 20.
+	if len(v) != 1 {
+		return
+	}
+	if n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64); err == nil && n >= 0 {
 		c.cost, c.found = n, true
 	}
 }

@@ -92,3 +92,47 @@ func TestCostHeader(t *testing.T) {
 		t.Fatalf("in debt: %s, Retry-After %q, RateLimit %+v; want 429, 45, r=0;t=45", resp.Status, resp.Header.Get("Retry-After"), items)
 	}
 }
+
+// TestCostHeaderHostile: an upstream's cost header repeated ("2" and
+// "0") is no count and is ignored, not read as 20; one past what a
+// post-charge holds (2^63−1) leaves the key in the most debt rather than
+// charging nothing beyond the admitted cost.
+func TestCostHeaderHostile(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch.Add(15 * time.Second))
+	st := testkit.Memory(t, memorystore.WithClock(clock.Now))
+	answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, v := range r.URL.Query()["used"] {
+			w.Header().Add("X-Tokens-Used", v)
+		}
+		io.WriteString(w, "answer")
+	})
+	p := policy("tokens", floodgate.FixedWindow, 100, time.Minute)
+	srv := serve(t, httplimit.Config{Store: st, Now: clock.Now, Rules: []httplimit.Rule{{
+		Pattern: "/v1/", Policies: []floodgate.Policy{p},
+		Cost:       func(r *http.Request) (int64, error) { return 5, nil },
+		CostHeader: "x-tokens-used",
+	}}}, answer)
+	remaining := func() int64 {
+		t.Helper()
+		var res [1]floodgate.Result
+		if err := st.Take(t.Context(), "127.0.0.1", floodgate.Cost{}, []floodgate.Policy{p}, res[:]); err != nil {
+			t.Fatal(err)
+		}
+		return res[0].Remaining
+	}
+	if resp, _ := testkit.Do(t, "GET", srv.URL+"/v1/x?used=2&used=0", ""); resp.StatusCode != 200 {
+		t.Fatalf("repeated: %s", resp.Status)
+	}
+	if got := remaining(); got != 95 {
+		t.Fatalf("after a repeated cost header: %d left, want 95 (the 5 admitted)", got)
+	}
+	if resp, _ := testkit.Do(t, "GET", srv.URL+"/v1/x?used=9223372036854775807", ""); resp.StatusCode != 200 {
+		t.Fatalf("huge: %s", resp.Status)
+	}
+	if got := remaining(); got != 0 {
+		t.Fatalf("after a cost of 2^63-1: %d left, want 0", got)
+	}
+	if resp, _ := testkit.Do(t, "GET", srv.URL+"/v1/x?used=1", ""); resp.StatusCode != 429 {
+		t.Fatalf("after a cost of 2^63-1: %s, want 429", resp.Status)
+	}
+}

@@ -28,11 +28,17 @@ type SettleRequest struct {
 // reservations are the API's checks kept to be settled: in this
 // process's memory, so a settlement must reach the daemon that reserved,
 // within floodgate.DefaultSettleWithin; past it a reservation keeps its
-// cost.
+// cost. At most maxReservations are held at once.
 type reservations struct {
-	mu sync.Mutex
-	m  map[string]reservation
+	mu     sync.Mutex
+	m      map[string]reservation
+	purged time.Time // the last sweep of the expired
 }
+
+// maxReservations bounds the memory held for settlements (a few hundred
+// bytes each): a caller reserving faster than it settles would otherwise
+// grow it for the 10 minutes a reservation lives.
+const maxReservations = 1 << 16
 
 type reservation struct {
 	out     engine.Outcome
@@ -40,7 +46,8 @@ type reservation struct {
 	at      time.Time
 }
 
-// hold keeps out, admitted at cost charged, and returns its id.
+// hold keeps out, admitted at cost charged, and returns its id; "" when
+// maxReservations are held and none has expired, so the cost stands.
 func (rs *reservations) hold(out engine.Outcome, charged int64, now time.Time) string {
 	var b [16]byte
 	rand.Read(b[:])
@@ -50,12 +57,18 @@ func (rs *reservations) hold(out engine.Outcome, charged int64, now time.Time) s
 	if rs.m == nil {
 		rs.m = map[string]reservation{}
 	}
-	if len(rs.m)%1024 == 1023 { // now and then, forget the expired
+	// Now and then, forget the expired: every 1024 holds, and when full,
+	// at most once a second (a sweep reads every reservation).
+	if len(rs.m)%1024 == 1023 || len(rs.m) >= maxReservations && now.Sub(rs.purged) >= time.Second {
+		rs.purged = now
 		for k, r := range rs.m {
 			if now.Sub(r.at) > floodgate.DefaultSettleWithin {
 				delete(rs.m, k)
 			}
 		}
+	}
+	if len(rs.m) >= maxReservations {
+		return ""
 	}
 	rs.m[id] = reservation{out, charged, now}
 	return id
@@ -72,7 +85,7 @@ func (rs *reservations) take(id string, now time.Time) (reservation, bool) {
 }
 
 // reserve holds an admitted check that asked for it, and adds its id to
-// the answer b (a JSON object).
+// the answer b (a JSON object); none when maxReservations are held.
 func (s *Server) reserve(b []byte, req *CheckRequest, out *engine.Outcome) []byte {
 	if !req.Reserve || out.Verdict != engine.Allowed || out.Degraded {
 		return b
@@ -81,8 +94,12 @@ func (s *Server) reserve(b []byte, req *CheckRequest, out *engine.Outcome) []byt
 	if req.Cost != nil {
 		cost = *req.Cost
 	}
+	id := s.held.hold(*out, cost, time.Now())
+	if id == "" {
+		return b
+	}
 	b = append(b[:len(b)-1], `,"reservation":"`...)
-	return append(append(b, s.held.hold(*out, cost, time.Now())...), `"}`...)
+	return append(append(b, id...), `"}`...)
 }
 
 // handleSettle is POST /v1/settle: 204 once settled, 404 for a
