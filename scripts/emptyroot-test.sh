@@ -74,7 +74,7 @@ check "exit status after SIGTERM: $status" test "$status" = 0
 # namespace's own (its loopback is private: 6379 clashes with nothing).
 redis-server --port 6379 --save '' --appendonly no >/dev/null 2>&1 &
 redis=$!
-env -i RUNTIME_ROOT=/data RUNTIME_SUBDIRECTORY=ratelimit REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:6379 \
+env -i RUNTIME_ROOT=/data RUNTIME_SUBDIRECTORY=ratelimit GRPC_HOST=127.0.0.1 REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:6379 \
   USE_STATSD=false USE_PROMETHEUS=true PROMETHEUS_ADDR=:19001 LOG_LEVEL=info \
   "$(command -v chroot)" --userspec=65532:65532 "$root" /bin/ratelimit >>"$root.log" 2>&1 &
 rl=$!

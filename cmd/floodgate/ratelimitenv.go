@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -181,6 +182,9 @@ func ratelimitEnv(lookup func(string) (string, bool), environ []string) (*rlEnv,
 	if r.err != nil {
 		return nil, r.err
 	}
+	if err := rlsGuarded(r, rls); err != nil {
+		return nil, err
+	}
 	if out.yaml, err = yaml.Marshal(cfg); err != nil {
 		return nil, err
 	}
@@ -240,6 +244,28 @@ func rlsFromEnv(r *envReader) (map[string]any, error) {
 		return nil, fmt.Errorf("CONFIG_TYPE=%q: want FILE or GRPC_XDS_SOTW", ct)
 	}
 	return rls, nil
+}
+
+// rlsGuarded refuses a gRPC port on the network that asks clients for no
+// certificate (envoy_rls.unauthenticated), unless
+// FLOODGATE_RLS_UNAUTHENTICATED=true says a mesh or NetworkPolicy guards
+// it. Envoy Gateway's Deployment asks Envoy for its certificate.
+func rlsGuarded(r *envReader, rls map[string]any) error {
+	if r.flag("FLOODGATE_RLS_UNAUTHENTICATED", false) {
+		rls["unauthenticated"] = true
+		return nil
+	}
+	host := r.str("GRPC_HOST", "0.0.0.0")
+	a, err := netip.ParseAddr(host)
+	if host == "localhost" || err == nil && a.IsLoopback() {
+		return nil
+	}
+	if t, ok := rls["tls"].(map[string]any); ok && t["client_ca_file"] != nil {
+		return nil
+	}
+	return fmt.Errorf("GRPC_HOST=%s asks clients for no certificate: anyone reaching the port spends any descriptor's quota; "+
+		"set GRPC_SERVER_USE_TLS with GRPC_CLIENT_TLS_CACERT (mutual TLS, as Envoy Gateway does), GRPC_HOST=127.0.0.1, "+
+		"or FLOODGATE_RLS_UNAUTHENTICATED=true where a mesh or NetworkPolicy guards the port", host)
 }
 
 func hasAnyPrefix(s string, ps []string) bool {

@@ -90,7 +90,7 @@ func TestRatelimitEnvStores(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "rl", "config"), 0o755)
 	os.WriteFile(filepath.Join(dir, "rl", "config", "a.yaml"), []byte("domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n"), 0o644)
-	files := []string{"RUNTIME_ROOT=" + dir, "RUNTIME_SUBDIRECTORY=rl"}
+	files := []string{"RUNTIME_ROOT=" + dir, "RUNTIME_SUBDIRECTORY=rl", "GRPC_HOST=127.0.0.1"}
 	_, cfg := parseEnv(t, append(files, "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=cluster", "REDIS_URL=a:1,b:2", "REDIS_AUTH=pw", "LOCAL_CACHE_SIZE_IN_BYTES=1000"))
 	if r := cfg.Store.Redis; !slices.Equal(r.Cluster, []string{"a:1", "b:2"}) || r.Password != "pw" || r.Username != "" || r.NearCache == 0 {
 		t.Errorf("cluster: %+v", r)
@@ -116,6 +116,30 @@ func TestRatelimitEnvStores(t *testing.T) {
 	_, cfg = parseEnv(t, append(files, "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=r:6380", "REDIS_TLS=true", "LOG_LEVEL=trace"))
 	if cfg.Store.Redis.URL != "rediss://r:6380" || cfg.Log.Level != slog.LevelDebug {
 		t.Errorf("tls: %q, log %v", cfg.Store.Redis.URL, cfg.Log.Level)
+	}
+}
+
+// TestRatelimitEnvGuarded: a gRPC port on the network without client
+// certificates starts only when FLOODGATE_RLS_UNAUTHENTICATED says a mesh
+// or NetworkPolicy guards it; loopback and mutual TLS need no word.
+func TestRatelimitEnvGuarded(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "config"), 0o755)
+	os.WriteFile(filepath.Join(dir, "config", "a.yaml"), []byte("domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n"), 0o644)
+	base := []string{"RUNTIME_ROOT=" + dir, "RUNTIME_SUBDIRECTORY=", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=r:6379"}
+	for _, host := range []string{"", "GRPC_HOST=0.0.0.0", "GRPC_HOST=10.0.0.5"} {
+		kv := append(slices.Clone(base), host)
+		if _, err := ratelimitEnv(envOf(kv), kv); err == nil || !strings.Contains(err.Error(), "FLOODGATE_RLS_UNAUTHENTICATED=true") {
+			t.Errorf("%q without client certificates: %v, want refused", host, err)
+		}
+	}
+	_, cfg := parseEnv(t, append(slices.Clone(base), "FLOODGATE_RLS_UNAUTHENTICATED=true"))
+	if !cfg.EnvoyRLS.Unauthenticated || cfg.EnvoyRLS.Listen != "0.0.0.0:8081" {
+		t.Errorf("opted in: unauthenticated %v on %s", cfg.EnvoyRLS.Unauthenticated, cfg.EnvoyRLS.Listen)
+	}
+	_, cfg = parseEnv(t, append(slices.Clone(base), "GRPC_HOST=127.0.0.1"))
+	if cfg.EnvoyRLS.Unauthenticated {
+		t.Errorf("loopback: unauthenticated set")
 	}
 }
 

@@ -429,10 +429,31 @@ func TestRedisInFlight(t *testing.T) {
 	}
 }
 
+// TestEnvoyRLSExposed: a network address that asks clients for no
+// certificate is refused unless the file says the port is guarded.
+func TestEnvoyRLSExposed(t *testing.T) {
+	const refused = "is not a loopback address and asks clients for no certificate"
+	for _, tc := range []struct{ rls, want string }{
+		{"{listen: '0.0.0.0:8081', config: x}", refused},
+		{"{listen: ':8081', config: x}", refused},
+		{"{listen: '[::]:8081', config: x}", refused},
+		{"{listen: '10.0.0.5:8081', config: x, tls: {cert_file: c, key_file: k}}", refused},
+		{"{listen: '0.0.0.0:8081', config: x, unauthenticated: true}", ""},
+		{"{listen: '0.0.0.0:8081', config: x, tls: {cert_file: c, key_file: k, client_ca_file: ca}}", ""},
+		{"{listen: '127.0.0.1:8081', config: x}", ""},
+		{"{listen: 'localhost:8081', config: x}", ""},
+	} {
+		got := parseErr(t, "envoy_rls: "+tc.rls+"\n")
+		if tc.want != "" && !strings.Contains(got, tc.want) || tc.want == "" && strings.Contains(got, refused) {
+			t.Errorf("%s: %q, want %q", tc.rls, got, tc.want)
+		}
+	}
+}
+
 // TestEnvoyXDS: envoy_rls.xds takes ratelimit's defaults, makes config
 // optional, and refuses what could not connect.
 func TestEnvoyXDS(t *testing.T) {
-	cfg, err := Parse("f.yaml", []byte("envoy_rls: {listen: ':0', xds: {server: 'eg:18001'}}\n"))
+	cfg, err := Parse("f.yaml", []byte("envoy_rls: {listen: '127.0.0.1:0', xds: {server: 'eg:18001'}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,12 +461,12 @@ func TestEnvoyXDS(t *testing.T) {
 		t.Errorf("defaults: %+v", x)
 	}
 	for _, tc := range []struct{ yaml, want string }{
-		{"envoy_rls: {listen: ':0', xds: {node_id: n}}\n", "envoy_rls.xds.server: required"},
-		{"envoy_rls: {listen: ':0', xds: {server: eg}}\n", `want host:port, got "eg"`},
-		{"envoy_rls: {listen: ':0', xds: {server: 'eg:1', backoff_initial: 2m, backoff_max: 1m}}\n", "backoff_initial must be positive and at most backoff_max"},
-		{"envoy_rls: {listen: ':0', xds: {server: 'eg:1', tls: {cert_file: c}}}\n", "cert_file and key_file go together"},
-		{"envoy_rls: {listen: ':0', near_limit_ratio: 1.5, xds: {server: 'eg:1'}}\n", "envoy_rls.near_limit_ratio: want a ratio in (0, 1]"},
-		{"envoy_rls: {listen: ':0'}\n", "envoy_rls.config: required"},
+		{"envoy_rls: {listen: '127.0.0.1:0', xds: {node_id: n}}\n", "envoy_rls.xds.server: required"},
+		{"envoy_rls: {listen: '127.0.0.1:0', xds: {server: eg}}\n", `want host:port, got "eg"`},
+		{"envoy_rls: {listen: '127.0.0.1:0', xds: {server: 'eg:1', backoff_initial: 2m, backoff_max: 1m}}\n", "backoff_initial must be positive and at most backoff_max"},
+		{"envoy_rls: {listen: '127.0.0.1:0', xds: {server: 'eg:1', tls: {cert_file: c}}}\n", "cert_file and key_file go together"},
+		{"envoy_rls: {listen: '127.0.0.1:0', near_limit_ratio: 1.5, xds: {server: 'eg:1'}}\n", "envoy_rls.near_limit_ratio: want a ratio in (0, 1]"},
+		{"envoy_rls: {listen: '127.0.0.1:0'}\n", "envoy_rls.config: required"},
 	} {
 		if got := parseErr(t, tc.yaml); !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %s, want %q", tc.yaml, got, tc.want)

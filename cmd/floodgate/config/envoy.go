@@ -12,8 +12,15 @@ import (
 // reflection beside it (docs/ENVOY.md).
 type EnvoyRLS struct {
 	// Listen is the gRPC address, e.g. "127.0.0.1:8083"; it cannot be
-	// shared with another face. Required.
+	// shared with another face. Required. Anyone reaching it spends any
+	// descriptor's quota, so beyond loopback it needs a client CA
+	// (tls.client_ca_file, else listeners.tls.client_ca_file) or
+	// Unauthenticated.
 	Listen string `yaml:"listen"`
+	// Unauthenticated serves a network address to clients without a
+	// certificate, as envoyproxy/ratelimit does: for a port that a mesh's
+	// mutual TLS or a NetworkPolicy already guards. Default false.
+	Unauthenticated bool `yaml:"unauthenticated"`
 	// Config is a file, or a directory of *.yaml and *.yml files, in
 	// envoyproxy/ratelimit's format; a relative path is read from the
 	// configuration file's directory. Reloaded with this file, and when
@@ -98,6 +105,7 @@ func (v *validator) envoyRLS() {
 	if e.TLS != nil {
 		v.tlsFiles(e.TLS)
 	}
+	v.rlsExposed(e)
 	if e.XDS != nil {
 		v.xds(e.XDS)
 	}
@@ -114,4 +122,19 @@ func (v *validator) envoyRLS() {
 		return
 	}
 	e.Limits = limits
+}
+
+// rlsExposed refuses a network address that asks clients for no
+// certificate, unless the file says the port is guarded otherwise: a
+// ShouldRateLimit spends the quota of whatever descriptors it names.
+func (v *validator) rlsExposed(e *EnvoyRLS) {
+	t := e.TLS
+	if t == nil {
+		t = v.cfg.Listeners.TLS
+	}
+	if e.Unauthenticated || t != nil && t.ClientCAFile != "" || loopback(e.Listen) {
+		return
+	}
+	v.fail("envoy_rls.listen", "%s is not a loopback address and asks clients for no certificate: anyone reaching it spends any descriptor's quota; "+
+		"listen on 127.0.0.1, set envoy_rls.tls.client_ca_file (mutual TLS), or set envoy_rls.unauthenticated: true where a mesh or NetworkPolicy guards the port", e.Listen)
 }

@@ -99,23 +99,11 @@ func (s *Server) startRLS() error {
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceEnvoyRLS, err)
 	}
-	if rlsExposed(e.Listen, lc.TLS) {
-		s.logger.Warn("envoy_rls.listen faces the network and asks clients for no certificate: anyone reaching it spends any descriptor's quota; listen on loopback or set envoy_rls.tls.client_ca_file (docs/ENVOY.md)",
-			"envoy_rls.listen", e.Listen)
-	}
 	s.rls = s.serveGRPC(FaceEnvoyRLS, rlsService, ln, svc.Register)
 	if e.XDS != nil {
 		s.startXDS(e.XDS)
 	}
 	return nil
-}
-
-// rlsExposed reports whether the envoy_rls face listens beyond loopback
-// without asking for client certificates: envoyproxy/ratelimit's way,
-// kept so that it can be replaced, but every caller may then spend
-// quota.
-func rlsExposed(listen string, t *config.TLS) bool {
-	return !onLoopback(listen) && (t == nil || t.ClientCAFile == "")
 }
 
 // stopRLS reports NOT_SERVING, lets calls in flight finish until ctx ends,

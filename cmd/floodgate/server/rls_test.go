@@ -14,8 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
-
-	"github.com/floodgate/floodgate/cmd/floodgate/config"
 )
 
 const rlsConfig = `
@@ -119,30 +117,6 @@ func TestEnvoyRLSDynamicMetadata(t *testing.T) {
 		v, _ := md["quotaModeViolations"].([]any)
 		if resp.OverallCode != rlsv3.RateLimitResponse_OK || md["domain"] != "ai" || md["quotaModeEnabled"] != true || len(v) != want {
 			t.Errorf("request %d: %v, metadata %v", i, resp.OverallCode, md)
-		}
-	}
-}
-
-// TestRLSExposed: the envoy_rls face is warned about when it listens
-// beyond loopback and asks for no client certificate.
-func TestRLSExposed(t *testing.T) {
-	mtls := &config.TLS{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}
-	for _, c := range []struct {
-		listen string
-		tls    *config.TLS
-		want   bool
-	}{
-		{"0.0.0.0:8081", nil, true},
-		{":8081", &config.TLS{CertFile: "c", KeyFile: "k"}, true},
-		{"[::]:8081", nil, true},
-		{"10.0.0.5:8081", nil, true},
-		{"0.0.0.0:8081", mtls, false},
-		{"127.0.0.1:8081", nil, false},
-		{"[::1]:8081", nil, false},
-		{"localhost:8081", nil, false},
-	} {
-		if got := rlsExposed(c.listen, c.tls); got != c.want {
-			t.Errorf("%s tls %v: exposed %v, want %v", c.listen, c.tls, got, c.want)
 		}
 	}
 }
