@@ -212,9 +212,6 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 	if cost.Requests < 0 || cost.ContentBytes < 0 {
 		return floodgate.CheckCost(cost, policies)
 	}
-	if err := decides.Refuse("memorystore", policies); err != nil {
-		return err
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -299,8 +296,13 @@ func (s *Store) takeLocked(sh *shard, hash uint64, key string, now int64, cost f
 // take decides cost for policies on a key's list of states, head, and if
 // every policy admits it, charges it, reporting whether it did (Take has a
 // shortcut for one policy). unused says that head holds no state yet, for
-// a new key.
+// a new key. It refuses a policy of an algorithm the store does not
+// decide; Take's shortcut needs no such check, as it runs only for a
+// policy whose algorithm a state node already holds, written here.
 func (s *Store) take(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) (charged bool, err error) {
+	if err := decides.Refuse("memorystore", policies); err != nil {
+		return false, err
+	}
 	if err := floodgate.CheckCost(cost, policies); err != nil {
 		return false, err
 	}
