@@ -212,9 +212,6 @@ func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, polic
 	if cost.Requests < 0 || cost.ContentBytes < 0 {
 		return floodgate.CheckCost(cost, policies)
 	}
-	if err := decides.Refuse("memorystore", policies); err != nil {
-		return err
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -299,8 +296,13 @@ func (s *Store) takeLocked(sh *shard, hash uint64, key string, now int64, cost f
 // take decides cost for policies on a key's list of states, head, and if
 // every policy admits it, charges it, reporting whether it did (Take has a
 // shortcut for one policy). unused says that head holds no state yet, for
-// a new key.
+// a new key. It refuses a policy of an algorithm the store does not
+// decide; Take's shortcut needs no such check, as it runs only for a
+// policy whose algorithm a state node already holds, written here.
 func (s *Store) take(head *node, unused bool, now int64, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) (charged bool, err error) {
+	if err := decides.Refuse("memorystore", policies); err != nil {
+		return false, err
+	}
 	if err := floodgate.CheckCost(cost, policies); err != nil {
 		return false, err
 	}
@@ -458,45 +460,45 @@ func (s *Store) settle(head *node, unused bool, now int64, cost floodgate.Cost, 
 
 // post charges n's state c at now whatever the quota.
 func post(n *node, p *floodgate.Policy, now, c int64) {
-	switch p.Algorithm {
-	case floodgate.SlidingWindowLog:
-		if n.log == nil {
-			n.log = new(algorithm.Log)
-		}
-		n.log.Post(now, params(p, now), c)
-	case floodgate.FixedWindow:
-		algorithm.PostFixedWindow(&n.state, now, params(p, now), c)
-	case floodgate.SlidingWindowCounter:
-		algorithm.PostSlidingWindowCounter(&n.state, now, params(p, now), c)
-	case floodgate.TokenBucket:
-		algorithm.PostTokenBucket(&n.state, now, params(p, now), c)
-	default:
-		algorithm.PostGCRA(&n.state, now, params(p, now), c)
+	if p.Algorithm != floodgate.SlidingWindowLog {
+		settlers[p.Algorithm].post(&n.state, now, params(p, now), c)
+		return
 	}
+	if n.log == nil {
+		n.log = new(algorithm.Log)
+	}
+	n.log.Post(now, params(p, now), c)
 }
 
 // refund gives c admitted at time at back to n's state.
 func refund(n *node, p *floodgate.Policy, at, c int64) {
-	switch p.Algorithm {
-	case floodgate.SlidingWindowLog:
-		if n.log != nil {
-			n.log.Refund(at, c)
-		}
-	case floodgate.FixedWindow:
-		algorithm.RefundFixedWindow(&n.state, at, params(p, at), c)
-	case floodgate.SlidingWindowCounter:
-		algorithm.RefundSlidingWindowCounter(&n.state, at, params(p, at), c)
-	case floodgate.TokenBucket:
-		algorithm.RefundTokenBucket(&n.state, params(p, at), c)
-	default:
-		algorithm.RefundGCRA(&n.state, params(p, at), c)
+	if p.Algorithm != floodgate.SlidingWindowLog {
+		settlers[p.Algorithm].refund(&n.state, at, params(p, at), c)
+	} else if n.log != nil {
+		n.log.Refund(at, c)
 	}
+}
+
+// settlers[a] posts and refunds the State of algorithm a, for the
+// algorithms decide runs; settle is off the hot path, so a table serves.
+var settlers = [...]struct {
+	post, refund func(s *algorithm.State, t int64, p algorithm.Params, c int64)
+}{
+	floodgate.FixedWindow:          {algorithm.PostFixedWindow, algorithm.RefundFixedWindow},
+	floodgate.SlidingWindowCounter: {algorithm.PostSlidingWindowCounter, algorithm.RefundSlidingWindowCounter},
+	floodgate.TokenBucket: {algorithm.PostTokenBucket, func(s *algorithm.State, _ int64, p algorithm.Params, c int64) {
+		algorithm.RefundTokenBucket(s, p, c)
+	}},
+	floodgate.GCRA: {algorithm.PostGCRA, func(s *algorithm.State, _ int64, p algorithm.Params, c int64) {
+		algorithm.RefundGCRA(s, p, c)
+	}},
 }
 
 // decide runs p's algorithm on *st, writing r, and updates *st if it
 // admits the cost. Its switch is the one list of the algorithms that keep
 // an algorithm.State (decided is read off it); Take refuses any other, so
-// the default cannot be reached from Take. The calls are static: through
+// the default cannot be reached from Take. An algorithm added here needs
+// its entry in settlers too. The calls are static: through
 // a table of functions, r would escape and cost an allocation per call.
 func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algorithm.Result) {
 	switch p.Algorithm {
@@ -514,11 +516,11 @@ func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algori
 }
 
 // decided[a] reports whether the store decides a: the sliding window log
-// (its entries are kept apart, in node.log), or an algorithm decide runs,
-// found once by running it on each value.
+// (its entries are kept apart, in node.log), or an algorithm that decide
+// runs, found once by running it on each value, and settlers holds.
 var decided = func() (d [256]bool) {
 	for a := range d {
-		d[a] = floodgate.Algorithm(a) == floodgate.SlidingWindowLog || decideRuns(floodgate.Algorithm(a))
+		d[a] = floodgate.Algorithm(a) == floodgate.SlidingWindowLog || decideRuns(floodgate.Algorithm(a)) && settles(floodgate.Algorithm(a))
 	}
 	return d
 }()
@@ -530,6 +532,9 @@ func decideRuns(a floodgate.Algorithm) (ok bool) {
 	decide(&st, &floodgate.Policy{Algorithm: a, Quota: 1, Window: time.Second}, 0, 0, &r)
 	return true
 }
+
+// settles reports whether settlers has a's entry.
+func settles(a floodgate.Algorithm) bool { return int(a) < len(settlers) && settlers[a].post != nil }
 
 // decides is the set of algorithms the store decides.
 var decides = algset.Set(func(a floodgate.Algorithm) bool { return decided[a] })
