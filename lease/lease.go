@@ -77,9 +77,11 @@ func (s *Store) StoreCalls() uint64 {
 }
 
 // Take implements floodgate.Store: one policy counted in requests decides
-// from the key's lease; anything else goes to the wrapped store.
+// an admission from the key's lease; anything else (a peek, a post-charge
+// or a refund, which the store must count as it is) goes to the wrapped
+// store.
 func (s *Store) Take(ctx context.Context, key string, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) error {
-	if len(policies) != 1 || policies[0].Unit != floodgate.Requests || cost.IsPeek() {
+	if len(policies) != 1 || policies[0].Unit != floodgate.Requests || cost.IsPeek() || cost.Kind != floodgate.Admit {
 		s.count()
 		return s.inner.Take(ctx, key, cost, policies, results)
 	}

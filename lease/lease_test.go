@@ -134,3 +134,18 @@ func TestPassThrough(t *testing.T) {
 		t.Fatalf("an interval of 1µs: %v", err)
 	}
 }
+
+// TestSettlementsPassThrough: a post-charge or a refund is the wrapped
+// store's to count, past the quota too, never a lease's admission.
+func TestSettlementsPassThrough(t *testing.T) {
+	clock, inner := setup(t)
+	s := leased(t, inner, clock)
+	res := make([]floodgate.Result, 1)
+	post := floodgate.Cost{Requests: 1500, Kind: floodgate.Post}
+	if err := s.Take(context.Background(), "k", post, []floodgate.Policy{fixed}, res); err != nil || !res[0].Allowed {
+		t.Fatalf("post-charge of 1500: %+v %v", res[0], err)
+	}
+	if got := remaining(t, inner); got != 0 || s.StoreCalls() != 1 {
+		t.Fatalf("after a post-charge of 1500 on a quota of 1000: %d left in the store, %d calls; want 0 (in debt) and 1", got, s.StoreCalls())
+	}
+}
