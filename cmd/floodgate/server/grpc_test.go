@@ -17,9 +17,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -171,14 +169,9 @@ func TestRLSMessageCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := start(t, fmt.Sprintf(rlsConfig, limits))
-	conn, err := grpc.NewClient(f.srv.Addr(FaceEnvoyRLS), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	rls := rlsClient(t, f.srv.Addr(FaceEnvoyRLS))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rls := rlsv3.NewRateLimitServiceClient(conn)
 	for _, tc := range []struct {
 		size int
 		want codes.Code

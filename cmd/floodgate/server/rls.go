@@ -49,19 +49,15 @@ func (s *Server) rulesFor(cfg *config.Config) (*envoyrls.Rules, error) {
 	if l := cfg.EnvoyRLS.Limits; l != nil {
 		all.Domains = append(append([]*envoyrls.Domain(nil), l.Domains...), s.xds.domains...)
 	}
-	r, err := s.compileRLS(cfg, all)
+	// Validated as envoyrls.Load validates files, then compiled.
+	if err := all.Validate(); err != nil {
+		return nil, fmt.Errorf("server: envoy_rls: %w", err)
+	}
+	r, err := envoyrls.Compile(s.eng, all, cfg.Store.FailureMode)
 	if err != nil {
 		return nil, fmt.Errorf("server: envoy_rls: %w", err)
 	}
 	return r, nil
-}
-
-// compileRLS validates all as envoyrls.Load validates files, then compiles it.
-func (s *Server) compileRLS(cfg *config.Config, all *envoyrls.Config) (*envoyrls.Rules, error) {
-	if err := all.Validate(); err != nil {
-		return nil, err
-	}
-	return envoyrls.Compile(s.eng, all, cfg.Store.FailureMode)
 }
 
 // startRLS listens on envoy_rls.listen with the rate limit service,

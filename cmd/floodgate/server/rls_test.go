@@ -98,14 +98,9 @@ func TestEnvoyRLSDynamicMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := start(t, fmt.Sprintf("envoy_rls: {listen: \"127.0.0.1:0\", config: %q, dynamic_metadata: true}\nadmin: {listen: \"127.0.0.1:0\"}\nlog: {level: error}\n", limits))
-	conn, err := grpc.NewClient(f.srv.Addr(FaceEnvoyRLS), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	rls := rlsClient(t, f.srv.Addr(FaceEnvoyRLS))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rls := rlsv3.NewRateLimitServiceClient(conn)
 	req := &rlsv3.RateLimitRequest{Domain: "ai", Descriptors: []*commonv3.RateLimitDescriptor{
 		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "tokens", Value: "team-a"}}}}}
 	for i, want := range []int{0, 1} { // violations: none, then descriptor 0
