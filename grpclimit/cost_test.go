@@ -34,10 +34,12 @@ func report(ctx context.Context) {
 	}
 }
 
-// TestCostKey: a handler reports a call's actual cost in its trailer or
-// header; a real client on loopback never sees it, and the call's cost
-// of 1 is settled with it, unary and streaming alike.
-func TestCostKey(t *testing.T) {
+// costLimiter is a per-method limiter (100 an hour, fixed window, clock
+// fixed at at) that settles each call with the cost its handler reports
+// under costKey, and left, which reads what a key has left by a Take of
+// cost 0.
+func costLimiter(t *testing.T, costKey string) (*grpclimit.Limiter, func(key string) int64) {
+	t.Helper()
 	now := func() time.Time { return at }
 	store := testkit.Memory(t, memorystore.WithClock(now))
 	eng, err := engine.New(engine.Config{Store: store})
@@ -49,10 +51,26 @@ func TestCostKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := grpclimit.New(grpclimit.Config{Rule: rule, Key: grpclimit.ByMethod(), Fields: engine.Fields{Now: now}, CostKey: "X-Tokens-Used"})
+	l, err := grpclimit.New(grpclimit.Config{Rule: rule, Key: grpclimit.ByMethod(), Fields: engine.Fields{Now: now}, CostKey: costKey})
 	if err != nil {
 		t.Fatal(err)
 	}
+	left := func(key string) int64 {
+		t.Helper()
+		var res [1]floodgate.Result
+		if err := store.Take(t.Context(), key, floodgate.Cost{}, []floodgate.Policy{p}, res[:]); err != nil {
+			t.Fatal(err)
+		}
+		return res[0].Remaining
+	}
+	return l, left
+}
+
+// TestCostKey: a handler reports a call's actual cost in its trailer or
+// header; a real client on loopback never sees it, and the call's cost
+// of 1 is settled with it, unary and streaming alike.
+func TestCostKey(t *testing.T) {
+	l, left := costLimiter(t, "X-Tokens-Used")
 	client := dial(t, grpc.NewServer(
 		grpc.ChainUnaryInterceptor(l.Unary(), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			report(ctx)
@@ -62,14 +80,6 @@ func TestCostKey(t *testing.T) {
 			report(ss.Context())
 			return status.Error(codes.Canceled, "one message is enough") // ends the watch
 		})))
-	left := func() int64 {
-		t.Helper()
-		var res [1]floodgate.Result
-		if err := store.Take(t.Context(), "/grpc.health.v1.Health/Check", floodgate.Cost{}, []floodgate.Policy{p}, res[:]); err != nil {
-			t.Fatal(err)
-		}
-		return res[0].Remaining
-	}
 	for i, c := range []struct {
 		cost   int64
 		header bool
@@ -89,7 +99,7 @@ func TestCostKey(t *testing.T) {
 		if other := append(hdr.Get("x-other"), trl.Get("x-other")...); len(other) != 1 {
 			t.Fatalf("call %d: x-other %v, want it kept", i, other)
 		}
-		if got := left(); got != c.left {
+		if got := left("/grpc.health.v1.Health/Check"); got != c.left {
 			t.Fatalf("call %d (cost %d): %d left, want %d", i, c.cost, got, c.left)
 		}
 	}
@@ -105,9 +115,8 @@ func TestCostKey(t *testing.T) {
 	if trl := w.Trailer(); len(trl.Get("x-tokens-used")) > 0 || len(trl.Get("x-other")) != 1 {
 		t.Fatalf("watch trailer %v", trl)
 	}
-	var res [1]floodgate.Result
-	if err := store.Take(t.Context(), "/grpc.health.v1.Health/Watch", floodgate.Cost{}, []floodgate.Policy{p}, res[:]); err != nil || res[0].Remaining != 50 {
-		t.Fatalf("watch key: %+v %v, want 50 left", res[0], err)
+	if got := left("/grpc.health.v1.Health/Watch"); got != 50 {
+		t.Fatalf("watch key: %d left, want 50", got)
 	}
 }
 
@@ -115,21 +124,7 @@ func TestCostKey(t *testing.T) {
 // metadata.MD literal) is no count: the call keeps its cost of 1, and
 // the interceptor does not panic.
 func TestCostKeyEmpty(t *testing.T) {
-	now := func() time.Time { return at }
-	store := testkit.Memory(t, memorystore.WithClock(now))
-	eng, err := engine.New(engine.Config{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := floodgate.Policy{Name: "tokens", Algorithm: floodgate.FixedWindow, Quota: 100, Window: time.Hour}
-	rule, err := eng.Compile(engine.Rule{Name: "grpc", Policies: []floodgate.Policy{p}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := grpclimit.New(grpclimit.Config{Rule: rule, Key: grpclimit.ByMethod(), Fields: engine.Fields{Now: now}, CostKey: "x-tokens-used"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, left := costLimiter(t, "x-tokens-used")
 	client := dial(t, grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary(), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		grpc.SetTrailer(ctx, metadata.MD{"x-tokens-used": {}, "x-other": {"kept"}})
 		return h(ctx, req)
@@ -141,8 +136,7 @@ func TestCostKeyEmpty(t *testing.T) {
 	if _, seen := trl["x-tokens-used"]; seen || len(trl.Get("x-other")) != 1 {
 		t.Fatalf("trailer %v: want x-other only", trl)
 	}
-	var res [1]floodgate.Result
-	if err := store.Take(t.Context(), "/grpc.health.v1.Health/Check", floodgate.Cost{}, []floodgate.Policy{p}, res[:]); err != nil || res[0].Remaining != 99 {
-		t.Fatalf("%+v %v, want 99 left", res[0], err)
+	if got := left("/grpc.health.v1.Health/Check"); got != 99 {
+		t.Fatalf("%d left, want 99", got)
 	}
 }

@@ -56,7 +56,15 @@ func rules(t testing.TB, p floodgate.Policy) *rlqs.Rules {
 // serve starts srv on loopback and returns a connection to it.
 func serve(t testing.TB, srv *rlqs.Server) *grpc.ClientConn {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	_, addr := listen(t, srv, "127.0.0.1:0")
+	return dial(t, addr)
+}
+
+// listen serves srv on a gRPC server listening on addr, stopped at the
+// test's end, and returns the server and the address it listens on.
+func listen(t testing.TB, srv *rlqs.Server, addr string) (*grpc.Server, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +72,7 @@ func serve(t testing.TB, srv *rlqs.Server) *grpc.ClientConn {
 	srv.Register(g)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
-	return dial(t, lis.Addr().String())
+	return g, lis.Addr().String()
 }
 
 func dial(t testing.TB, addr string) *grpc.ClientConn {
@@ -307,14 +315,7 @@ func TestExpiryAndReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { _ = g.Serve(lis) }()
+	g, addr := listen(t, srv, "127.0.0.1:0")
 	conn := dial(t, addr)
 	c := client(t, conn, clk, rlqsclient.Settings{Expired: &rlqsclient.Expired{Timeout: time.Second, Fallback: deny()}})
 	spend(c, 5)
@@ -334,14 +335,7 @@ func TestExpiryAndReconnect(t *testing.T) {
 		t.Fatalf("state %v after the expired behaviour's timeout, want untracked", state)
 	}
 
-	lis2, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g2 := grpc.NewServer()
-	srv.Register(g2)
-	go func() { _ = g2.Serve(lis2) }()
-	t.Cleanup(g2.Stop)
+	listen(t, srv, addr)
 	spend(c, 5)
 	waitFor(t, func() bool { // the old stream's end may be seen first
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

@@ -79,19 +79,26 @@ func TestNginxFailureModes(t *testing.T) {
 			if resp.StatusCode != c.status || resp.Header.Get("Floodgate-Degraded") != c.degraded || resp.Header.Get("Retry-After") != c.retry {
 				t.Fatalf("%d %v %q; nginx error log:\n%s", resp.StatusCode, resp.Header, body, readFile(dir, "error.log"))
 			}
-			switch c.status {
-			case 200:
-				if body != "app saw POST /api/items" {
-					t.Errorf("body %q, want the app's", body)
-				}
-			case 503:
-				if resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"status":503`) {
-					t.Errorf("503: %v %q", resp.Header, body)
-				}
-			}
+			checkFailureBody(t, resp, body, "app saw POST /api/items")
 			if c.degraded == "store-unavailable" && resp.Header.Get("Ratelimit-Policy") != `"api";q=3;w=60` {
 				t.Errorf("RateLimit-Policy %q", resp.Header.Get("Ratelimit-Policy"))
 			}
 		})
+	}
+}
+
+// checkFailureBody checks what a proxy's failure mode passed on: a 200 is
+// the app's answer, app; a 503 is Floodgate's problem+json.
+func checkFailureBody(t *testing.T, resp *http.Response, body, app string) {
+	t.Helper()
+	switch resp.StatusCode {
+	case 200:
+		if body != app {
+			t.Errorf("body %q, want the app's %q", body, app)
+		}
+	case 503:
+		if resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"status":503`) {
+			t.Errorf("503: %v %q", resp.Header, body)
+		}
 	}
 }

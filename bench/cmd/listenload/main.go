@@ -23,8 +23,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +37,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/floodgate/floodgate/bench/internal/procrss"
 )
 
 func main() {
@@ -78,18 +78,11 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // rss is the process's resident set in bytes (VmRSS).
 func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := procrss.Of(pid)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	log.Fatal("no VmRSS")
-	return 0
+	return n
 }
 
 // sampler records the peak RSS every 50 ms until stopped.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/bench/internal/procrss"
 	"github.com/floodgate/floodgate/memorystore"
 )
 
@@ -56,16 +57,11 @@ func main() {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
+// rss is this process's resident set in bytes.
 func rss() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+	n, err := procrss.Of(os.Getpid())
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return n
 }

@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/rlqs"
 	"github.com/floodgate/floodgate/rlqs/rlqsclient"
@@ -35,28 +31,11 @@ func Hot(addr string, n int, quota int64, d, interval time.Duration, slack float
 		return HotResult{}, err
 	}
 	store := &counting{Store: mem}
-	p := floodgate.Policy{Name: "hot", Algorithm: floodgate.FixedWindow, Quota: quota, Window: time.Second}
-	rules, err := rlqs.NewRules(map[string][]rlqs.Rule{"envoy": {{Match: map[string]string{"name": rlqs.Any}, Policy: p}}})
+	conn, stop, err := serve(store, quota, rlqs.Options{Interval: interval, Slack: slack})
 	if err != nil {
 		return HotResult{}, err
 	}
-	srv, err := rlqs.NewServer(store, rules, rlqs.Options{Interval: interval, Slack: slack})
-	if err != nil {
-		return HotResult{}, err
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return HotResult{}, err
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	go g.Serve(lis)
-	defer g.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return HotResult{}, err
-	}
-	defer conn.Close()
+	defer stop()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -55,6 +55,34 @@ func (c *counting) Take(ctx context.Context, key string, cost floodgate.Cost, ps
 
 var bucket = map[string]string{"name": "hot"}
 
+// serve starts an RLQS server on loopback over store, one fixed-window
+// policy of quota a second for every bucket of domain "envoy", and dials
+// it; stop closes the connection and stops the server.
+func serve(store floodgate.Store, quota int64, opts rlqs.Options) (conn *grpc.ClientConn, stop func(), err error) {
+	p := floodgate.Policy{Name: "hot", Algorithm: floodgate.FixedWindow, Quota: quota, Window: time.Second}
+	rules, err := rlqs.NewRules(map[string][]rlqs.Rule{"envoy": {{Match: map[string]string{"name": rlqs.Any}, Policy: p}}})
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := rlqs.NewServer(store, rules, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	go g.Serve(lis)
+	conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		g.Stop()
+		return nil, nil, err
+	}
+	return conn, func() { conn.Close(); g.Stop() }, nil
+}
+
 // Simulate runs cfg on a virtual clock in 1 ms steps: a real server and
 // real clients over gRPC on loopback, each client reporting once per
 // interval at its own phase (and at once on its first request, as Envoy
@@ -69,28 +97,11 @@ func Simulate(cfg Config) (Result, error) {
 	}
 	defer mem.Close()
 	store := &counting{Store: mem}
-	p := floodgate.Policy{Name: "hot", Algorithm: floodgate.FixedWindow, Quota: cfg.Quota, Window: time.Second}
-	rules, err := rlqs.NewRules(map[string][]rlqs.Rule{"envoy": {{Match: map[string]string{"name": rlqs.Any}, Policy: p}}})
+	conn, stop, err := serve(store, cfg.Quota, rlqs.Options{Interval: cfg.Interval, Slack: cfg.Slack, Now: clock})
 	if err != nil {
 		return Result{}, err
 	}
-	srv, err := rlqs.NewServer(store, rules, rlqs.Options{Interval: cfg.Interval, Slack: cfg.Slack, Now: clock})
-	if err != nil {
-		return Result{}, err
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return Result{}, err
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	go g.Serve(lis)
-	defer g.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return Result{}, err
-	}
-	defer conn.Close()
+	defer stop()
 	deny := &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: typev3.RateLimitStrategy_DENY_ALL}}
 	clients := make([]*rlqsclient.Client, cfg.Clients)
 	for i := range clients {

@@ -106,10 +106,17 @@ func (v *validator) rlqsListen(r *RLQS) {
 	}
 	c := v.cfg
 	others := []string{c.Admin.Listen}
-	for _, l := range []any{c.Gateway, c.API, c.ForwardAuth, c.EnvoyRLS} {
-		if addr := listenOf(l); addr != "" {
-			others = append(others, addr)
-		}
+	if c.Gateway != nil {
+		others = append(others, c.Gateway.Listen)
+	}
+	if c.API != nil {
+		others = append(others, c.API.Listen)
+	}
+	if c.ForwardAuth != nil {
+		others = append(others, c.ForwardAuth.Listen)
+	}
+	if c.EnvoyRLS != nil {
+		others = append(others, c.EnvoyRLS.Listen)
 	}
 	for _, o := range others {
 		if o != Off && o != "" && sameAddr(r.Listen, o) {
@@ -120,28 +127,6 @@ func (v *validator) rlqsListen(r *RLQS) {
 	if !mtls && !loopback(r.Listen) {
 		v.fail("rlqs.listen", "%s is not a loopback address: a lease spends quota, so anyone reaching it could; listen on 127.0.0.1 or set listeners.tls.client_ca_file (mutual TLS)", r.Listen)
 	}
-}
-
-func listenOf(face any) string {
-	switch f := face.(type) {
-	case *Gateway:
-		if f != nil {
-			return f.Listen
-		}
-	case *API:
-		if f != nil {
-			return f.Listen
-		}
-	case *ForwardAuth:
-		if f != nil {
-			return f.Listen
-		}
-	case *EnvoyRLS:
-		if f != nil {
-			return f.Listen
-		}
-	}
-	return ""
 }
 
 // loopback reports whether the listen address addr reaches loopback only.
