@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/internal/nilcheck"
+	"github.com/floodgate/floodgate/internal/refusallog"
 	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/pattern"
 )
@@ -133,7 +134,7 @@ type Middleware struct {
 	fields   engine.Fields
 	onReject func(http.ResponseWriter, *http.Request, *engine.Outcome)
 	logger   *slog.Logger
-	refusals *refusalLog
+	refusals *refusallog.Log
 
 	lastNoPeer atomic.Int64 // when an unknown client address was last logged, Unix ns
 }
@@ -151,7 +152,7 @@ func New(cfg Config) (*Middleware, error) {
 		fields:   engine.Fields{Style: cfg.Headers, Reset: cfg.ResetStyle, WarnAt: cfg.WarnAt, Now: cfg.Now},
 		onReject: cfg.OnReject,
 		logger:   cfg.Logger,
-		refusals: newRefusalLog(cfg.RefusalLogInterval, cfg.Now),
+		refusals: refusallog.New(cfg.RefusalLogInterval, cfg.Now),
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()
