@@ -75,7 +75,7 @@ func APIKey(headers ...string) KeyPart {
 				v, _ = BearerToken(r)
 			}
 			if v != "" {
-				return secretID(v)
+				return secret.ID(v)
 			}
 		}
 		return ""
@@ -130,10 +130,6 @@ func Fingerprint(s string) string {
 	mac.Write([]byte(s))
 	return hex.EncodeToString(mac.Sum(nil)[:8])
 }
-
-// secretID is the partition key of an API key: secret.ID, the first 16
-// hex digits of its SHA-256.
-func secretID(s string) string { return secret.ID(s) }
 
 // buildKey joins the parts' values into r's partition key, "-" standing
 // for an absent part; missing reports whether any part was absent.

@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/internal/nilcheck"
+	"github.com/floodgate/floodgate/internal/refusallog"
 	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/pattern"
 )
@@ -133,7 +134,7 @@ type Middleware struct {
 	fields   engine.Fields
 	onReject func(http.ResponseWriter, *http.Request, *engine.Outcome)
 	logger   *slog.Logger
-	refusals *refusalLog
+	refusals *refusallog.Log
 
 	lastNoPeer atomic.Int64 // when an unknown client address was last logged, Unix ns
 }
@@ -151,7 +152,7 @@ func New(cfg Config) (*Middleware, error) {
 		fields:   engine.Fields{Style: cfg.Headers, Reset: cfg.ResetStyle, WarnAt: cfg.WarnAt, Now: cfg.Now},
 		onReject: cfg.OnReject,
 		logger:   cfg.Logger,
-		refusals: newRefusalLog(cfg.RefusalLogInterval, cfg.Now),
+		refusals: refusallog.New(cfg.RefusalLogInterval, cfg.Now),
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()
@@ -356,18 +357,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // match finds the rule for r, or reports that r passes unlimited: skipped,
 // matched by no rule, or bypassed by network or token.
 func (m *Middleware) match(r *http.Request) (ru *rule, info Info, pass bool) {
-	for _, p := range m.skip {
-		if p.Match(r.Method, r.Host, r.URL.Path) {
-			return nil, info, true
-		}
-	}
-	for _, c := range m.rules {
-		if c.pattern.Match(r.Method, r.Host, r.URL.Path) {
-			ru = c
-			break
-		}
-	}
-	if ru == nil {
+	if ru = m.find(r); ru == nil {
 		return nil, info, true
 	}
 	info = Info{Rule: ru.name, Route: ru.pattern.String()}
@@ -386,6 +376,22 @@ func (m *Middleware) match(r *http.Request) (ru *rule, info Info, pass bool) {
 		return nil, info, true
 	}
 	return ru, info, false
+}
+
+// find returns the rule r matches (skip patterns first, then the rules
+// in order), or nil when a skip pattern or no rule matches.
+func (m *Middleware) find(r *http.Request) *rule {
+	for _, p := range m.skip {
+		if p.Match(r.Method, r.Host, r.URL.Path) {
+			return nil
+		}
+	}
+	for _, c := range m.rules {
+		if c.pattern.Match(r.Method, r.Host, r.URL.Path) {
+			return c
+		}
+	}
+	return nil
 }
 
 func (m *Middleware) allowListed(a netip.Addr) bool {

@@ -8,15 +8,8 @@ import "net/http"
 // labels requests per rule outside the middleware: metrics and access
 // logs of the requests it let through.
 func (m *Middleware) RuleFor(r *http.Request) string {
-	for _, p := range m.skip {
-		if p.Match(r.Method, r.Host, r.URL.Path) {
-			return ""
-		}
-	}
-	for _, c := range m.rules {
-		if c.pattern.Match(r.Method, r.Host, r.URL.Path) {
-			return c.name
-		}
+	if ru := m.find(r); ru != nil {
+		return ru.name
 	}
 	return ""
 }

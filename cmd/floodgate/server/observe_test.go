@@ -56,7 +56,7 @@ func TestEverySeriesFromStart(t *testing.T) {
 // upstream's 200s, Floodgate's 429) and timed per rule; with log.access
 // each gets an INFO record without the query or the client's address.
 func TestGatewayRED(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.Buffer
 	f := start(t, strings.Replace(baseConfig, "log: {level: error}", "log: {level: info, access: true, format: json}", 1),
 		WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
 	for range 4 {

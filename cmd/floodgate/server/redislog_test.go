@@ -1,33 +1,20 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/floodgate/floodgate/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestRedisLogsThroughSlog: with Redis down, go-redis's own complaints
 // (its pool failing to dial) come out of the daemon's JSON logger as WARN
 // records, and every line of the log is JSON.
 func TestRedisLogsThroughSlog(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.Buffer
 	f := start(t, fmt.Sprintf(redisConfig, "fail-open", "127.0.0.1:1", 0),
 		WithLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	for range 3 {

@@ -164,7 +164,7 @@ func TestAdminBehindToken(t *testing.T) {
 // fingerprints) answer loopback clients only, on whatever address the
 // admin listener has; the start log says so.
 func TestAdminWithoutTokenLoopbackReads(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.Buffer
 	f := start(t, "api: {listen: ':0'}\nadmin: {listen: ':0'}\npolicies: {a: {quota: 2, window: 1m}}\nrules: [{name: r, match: /, policies: a}]\n",
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if !strings.Contains(logs.String(), "admin.listen faces the network and admin.token is unset") {
