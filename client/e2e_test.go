@@ -116,7 +116,7 @@ func TestAgainstFloodgate(t *testing.T) {
 // (paced-ratio), not a test bound: TestAgainstFloodgate holds the bounds
 // in virtual time. At 40 requests the first quota's burst weighs a
 // quarter of the ideal, which a pacing client forgoes, hence the evenly
-// paced ideal. FLOODGATE_CLIENT_LONG=1 runs the full 200 GETs at
+// paced ideal. FLOODGATE_CLIENT_LONG=1 runs the full 200 GETs at
 // 10 per 10 s instead (about 200 s), reported against the ideal itself:
 //
 //	go test -run '^$' -bench AgainstFloodgateWallClock -benchtime 1x ./client

@@ -149,7 +149,7 @@ func askRLS(t testing.TB, c rlsv3.RateLimitServiceClient, domain, key, value str
 // TestXDSSnapshots: snapshots from go-control-plane's server are ACKed
 // and applied, a bad one NACKed with its error while the rules in force
 // keep deciding, a change keeps the counters of the limits it keeps, and
-// a removed domain stops limiting (REQUIREMENTS: issue 28, rules over xDS).
+// a removed domain stops limiting (docs/ENVOY.md, rules over xDS).
 func TestXDSSnapshots(t *testing.T) {
 	x := newXDSServer(t)
 	f := start(t, fmt.Sprintf(xdsDaemon, x.addr))
