@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"gopkg.in/yaml.v3"
 )
 
@@ -256,8 +256,7 @@ func rlsGuarded(r *envReader, rls map[string]any) error {
 		return nil
 	}
 	host := r.str("GRPC_HOST", "0.0.0.0")
-	a, err := netip.ParseAddr(host)
-	if host == "localhost" || err == nil && a.IsLoopback() {
+	if config.Loopback(net.JoinHostPort(host, "0")) {
 		return nil
 	}
 	if t, ok := rls["tls"].(map[string]any); ok && t["client_ca_file"] != nil {

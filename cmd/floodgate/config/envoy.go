@@ -132,7 +132,7 @@ func (v *validator) rlsExposed(e *EnvoyRLS) {
 	if t == nil {
 		t = v.cfg.Listeners.TLS
 	}
-	if e.Unauthenticated || t != nil && t.ClientCAFile != "" || loopback(e.Listen) {
+	if e.Unauthenticated || t != nil && t.ClientCAFile != "" || Loopback(e.Listen) {
 		return
 	}
 	v.fail("envoy_rls.listen", "%s is not a loopback address and asks clients for no certificate: anyone reaching it spends any descriptor's quota; "+

@@ -124,13 +124,14 @@ func (v *validator) rlqsListen(r *RLQS) {
 		}
 	}
 	mtls := c.Listeners.TLS != nil && c.Listeners.TLS.ClientCAFile != ""
-	if !mtls && !loopback(r.Listen) {
+	if !mtls && !Loopback(r.Listen) {
 		v.fail("rlqs.listen", "%s is not a loopback address: a lease spends quota, so anyone reaching it could; listen on 127.0.0.1 or set listeners.tls.client_ca_file (mutual TLS)", r.Listen)
 	}
 }
 
-// loopback reports whether the listen address addr reaches loopback only.
-func loopback(addr string) bool {
+// Loopback reports whether the listen address addr reaches loopback only:
+// a loopback IP or "localhost"; ":8081" and "0.0.0.0:8081" do not.
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false

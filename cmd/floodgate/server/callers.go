@@ -136,20 +136,10 @@ func apiListen(cfg *config.Config) (addr string, moved bool) {
 		return addr, false
 	}
 	_, port, err := net.SplitHostPort(addr)
-	if err != nil || onLoopback(addr) {
+	if err != nil || config.Loopback(addr) {
 		return addr, false
 	}
 	return net.JoinHostPort("127.0.0.1", port), true
-}
-
-// onLoopback reports whether the listen address addr reaches loopback only.
-func onLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	a, err := netip.ParseAddr(host)
-	return (err == nil && a.IsLoopback()) || host == "localhost"
 }
 
 // fromLoopback reports whether r's socket peer is a loopback address.

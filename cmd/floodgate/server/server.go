@@ -163,7 +163,7 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 // that faces the network without admin.token (docs/DEPLOY.md, "Securing
 // Floodgate").
 func (s *Server) warnOpenAdmin(cfg *config.Config) {
-	if a := cfg.Admin; a.Listen != config.Off && a.Token == "" && !onLoopback(a.Listen) {
+	if a := cfg.Admin; a.Listen != config.Off && a.Token == "" && !config.Loopback(a.Listen) {
 		s.logger.Warn("admin.listen faces the network and admin.token is unset: /metrics answers anyone; the dashboard and the admin reads answer loopback clients only; changes are refused",
 			"admin.listen", a.Listen)
 	}
