@@ -349,6 +349,7 @@ func killsOnCluster(t *testing.T, cc *redis.ClusterClient, addrs []string, byMas
 			}
 		}
 		time.Sleep(5 * time.Millisecond)
+		admittedSince(tallies, 5*time.Second)
 	}
 	close(stop)
 	work.Wait()
@@ -361,6 +362,30 @@ func killsOnCluster(t *testing.T, cc *redis.ClusterClient, addrs []string, byMas
 			t.Errorf("Cluster, key %s under connection kills: Redis counted %d; admitted %d, failed %d: want between %d and %d, some admitted", k, got, a, f, a, a+f)
 		}
 	}
+}
+
+// admittedSince waits, at most max, until every key has been admitted
+// once more: on a saturated machine kills every 5 ms could otherwise end
+// every call before it is answered, and the test would prove nothing.
+func admittedSince(tallies []tally, max time.Duration) {
+	before := make([]int64, len(tallies))
+	for i := range tallies {
+		before[i] = tallies[i].admitted.Load()
+	}
+	for end := time.Now().Add(max); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if allGrew(tallies, before) {
+			return
+		}
+	}
+}
+
+func allGrew(tallies []tally, before []int64) bool {
+	for i := range tallies {
+		if tallies[i].admitted.Load() <= before[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func anyShort(m map[string][]string) bool {
