@@ -130,9 +130,10 @@ ensure_bin ss iproute2
 ensure_bin chromium chromium
 ensure_postgres
 # The Helm chart's test (deploy/helm_test.go) lints and renders it with
-# Helm, built from the Go module proxy into a scratch directory outside
-# the repository (Debian has no package); the first build takes minutes.
-HELM_BIN="$(dirname "$ENV_FILE")/bin/helm"
+# Helm, built from the Go module proxy into a cache directory outside the
+# repository (Debian has no package); the first build takes minutes. Not
+# in STATE_DIR: start_fresh and services-down remove that.
+HELM_BIN="${XDG_CACHE_HOME:-$HOME/.cache}/floodgate-tools/helm-v4.3.2/helm"
 if [[ ! -x $HELM_BIN ]]; then
   log "building Helm (helm.sh/helm/v4 v4.3.2) into $(dirname "$HELM_BIN")"
   GOBIN="$(dirname "$HELM_BIN")" go install helm.sh/helm/v4/cmd/helm@v4.3.2 >&2 || die "go install helm.sh/helm/v4/cmd/helm failed"
