@@ -11,12 +11,13 @@
 // limiter admits) and the store calls per client per interval.
 //
 // With -redis, it instead runs in real time against Redis: every client
-// decides as fast as it can for one hot bucket in its own goroutine and
-// reports every interval, and it prints decisions/s in aggregate, the
-// admissions per window and Redis calls/s.
+// decides for one hot bucket in its own goroutine, as fast as it can or at
+// -rate decisions a second in all, and reports every interval from
+// another; it prints decisions/s in aggregate, the worst window, Redis
+// calls/s and how late the reports went out.
 //
 //	go run ./cmd/rlqssim
-//	go run ./cmd/rlqssim -redis 127.0.0.1:6379 -clients 64 -duration 10s
+//	go run ./cmd/rlqssim -redis 127.0.0.1:6379 -clients 64 -duration 10s -rate 2000000
 package main
 
 import (
@@ -38,6 +39,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of the traffic")
 	redisAddr := flag.String("redis", "", "run in real time against this Redis instead")
 	slack := flag.Float64("slack", 0, "the server's Slack, in intervals")
+	rate := flag.Float64("rate", 0, "with -redis: decisions a second offered in all (0: as fast as the clients can)")
 	flag.Parse()
 	ns, err := ints(*clients)
 	if err != nil || *quota < 1 || *interval < time.Millisecond || *dur < time.Second {
@@ -45,16 +47,16 @@ func main() {
 		os.Exit(2)
 	}
 	if *redisAddr != "" {
-		fmt.Printf("rlqssim -redis %s -clients %s -quota %d -duration %v -interval %v -slack %g\n\n", *redisAddr, *clients, *quota, *dur, *interval, *slack)
-		fmt.Println("| clients | decisions/s | admitted/s | worst window | Redis calls/s |")
-		fmt.Println("|---|---|---|---|---|")
+		fmt.Printf("rlqssim -redis %s -clients %s -quota %d -duration %v -interval %v -slack %g -rate %g\n\n", *redisAddr, *clients, *quota, *dur, *interval, *slack, *rate)
+		fmt.Println("| clients | decisions/s | admitted/s | worst window | Redis calls/s | report late, p99 | report late, max |")
+		fmt.Println("|---|---|---|---|---|---|---|")
 		for _, n := range ns {
-			r, err := Hot(*redisAddr, n, *quota, *dur, *interval, *slack)
+			r, err := Hot(*redisAddr, n, *quota, *dur, *interval, *slack, *rate)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "rlqssim:", err)
 				os.Exit(1)
 			}
-			fmt.Printf("| %d | %.0f | %.0f | %.4f | %.0f |\n", n, r.DecisionsPerSec, r.AdmittedPerSec, r.Worst, r.CallsPerSec)
+			fmt.Printf("| %d | %.0f | %.0f | %.4f | %.0f | %v | %v |\n", n, r.DecisionsPerSec, r.AdmittedPerSec, r.Worst, r.CallsPerSec, r.LateP99.Round(time.Millisecond/10), r.LateMax.Round(time.Millisecond/10))
 		}
 		return
 	}
