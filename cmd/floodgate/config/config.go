@@ -286,6 +286,13 @@ type Rule struct {
 	// FailureMode overrides Store.FailureMode for this rule; Load sets
 	// the store's when the rule gives none.
 	FailureMode floodgate.FailureMode `yaml:"failure_mode"`
+	// LocalShare overrides Store.LocalShare for this rule, the share of
+	// each quota and cap enforced in memory under fail-to-local; Load
+	// sets the store's when the rule gives none.
+	LocalShare float64 `yaml:"local_share"`
+	// Lease bounds how long an in-flight slot of a crashed replica is
+	// held in a shared store; default 1m (engine.Rule.Lease).
+	Lease Duration `yaml:"lease"`
 	// Skip never limits matching requests (checked before all rules).
 	Skip bool `yaml:"skip"`
 	// Abuse overrides ops.abuse for this rule.
