@@ -12,7 +12,7 @@ import (
 // all).
 const (
 	DefaultAdminListen     = "127.0.0.1:9090"
-	DefaultStoreType       = "memory"
+	DefaultStoreType       = StoreMemory
 	DefaultRedisTimeout    = time.Second
 	DefaultRedisPrefix     = "fg:"
 	DefaultNearCache       = 10_000
@@ -166,7 +166,8 @@ type Admin struct {
 
 // Store says where counters live.
 type Store struct {
-	// Type is "memory" (default: one process) or "redis" (shared).
+	// Type is a kind of store (StoreKinds): "memory" (default: one
+	// process) or "redis" (shared).
 	Type string `yaml:"type"`
 	// FailureMode is what rules answer while the store fails, unless a rule
 	// sets its own: "fail-closed" (default), "fail-open" or "fail-to-local".
