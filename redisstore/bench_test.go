@@ -111,7 +111,9 @@ func BenchmarkTake(b *testing.B) {
 
 // fcallStats returns the calls and µs of FCALL so far from INFO
 // commandstats.
-func fcallStats(b *testing.B, rdb *redis.Client) (calls, usec int64) { return cmdStats(b, rdb, "fcall") }
+func fcallStats(b *testing.B, rdb *redis.Client) (calls, usec int64) {
+	return cmdStats(b, rdb, "fcall")
+}
 
 // BenchmarkSlots measures a slot's Acquire and release, the Slots idiom
 // (EVALSHA of its own script and a ZREM, each a call of its own on a
