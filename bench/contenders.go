@@ -23,8 +23,10 @@ import (
 // sending the fields of style.
 func Floodgate(store floodgate.Store, style engine.HeaderStyle, quota int64, next http.Handler) (http.Handler, error) {
 	mw, err := httplimit.New(httplimit.Config{Store: store, Headers: style, Rules: []httplimit.Rule{{
-		Pattern:  "/",
-		Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: quota, Window: time.Minute}},
+		Pattern: "/",
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: quota, Window: time.Minute}},
+		},
 	}}})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/tier"
@@ -52,7 +53,7 @@ func tierWorkload(tb testing.TB) (reqs []*http.Request, static, tiered http.Hand
 		}
 		return mw.Wrap(trivial)
 	}
-	static = build(httplimit.Rule{Pattern: "/", Key: []httplimit.KeyPart{httplimit.APIKey("X-API-Key")}, Policies: api})
+	static = build(httplimit.Rule{Pattern: "/", Key: []httplimit.KeyPart{httplimit.APIKey("X-API-Key")}, Rule: engine.Rule{Policies: api}})
 	tiered = build(httplimit.Rule{Pattern: "/", Plan: tierhttp.Plan(cache, tierhttp.PlanOptions{})})
 
 	for _, r := range reqs { // warm the cache and the per-plan limiters

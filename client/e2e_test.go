@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
@@ -49,7 +50,7 @@ func runE2E(t testing.TB, n int, quota int64, window time.Duration, alg floodgat
 	store := testkit.Memory(t, storeOpts...)
 	mw, err := httplimit.New(httplimit.Config{
 		Store:  store,
-		Rules:  []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{{Name: "api", Algorithm: alg, Quota: quota, Window: window}}}},
+		Rules:  []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{{Name: "api", Algorithm: alg, Quota: quota, Window: window}}}}},
 		Logger: quiet,
 		Now:    now,
 	})

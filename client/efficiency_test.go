@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
@@ -48,7 +49,7 @@ func newLimited(t *testing.T, clock *fakeClock, p floodgate.Policy, end time.Tim
 	st := testkit.Memory(t, memorystore.WithClock(clock.Now))
 	mw, err := httplimit.New(httplimit.Config{
 		Store: st, Now: clock.Now, Logger: quiet,
-		Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{p}, Key: []httplimit.KeyPart{httplimit.Literal("k")}}},
+		Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{p}}, Key: []httplimit.KeyPart{httplimit.Literal("k")}}},
 	})
 	if err != nil {
 		t.Fatal(err)

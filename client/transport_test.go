@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
@@ -411,7 +412,7 @@ func TestAuditRecord(t *testing.T) {
 func TestProbeOutput(t *testing.T) {
 	store := testkit.Memory(t)
 	mw, err := httplimit.New(httplimit.Config{Store: store, Logger: quiet,
-		Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 10, Window: 10 * time.Second}}}}})
+		Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 10, Window: 10 * time.Second}}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

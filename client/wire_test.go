@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
@@ -79,7 +80,7 @@ func TestFollowersOverTheWire(t *testing.T) {
 func wireServer(t *testing.T, p floodgate.Policy, now func() time.Time) *httptest.Server {
 	st := testkit.Memory(t, memorystore.WithClock(now))
 	mw, err := httplimit.New(httplimit.Config{Store: st, Now: now, Logger: quiet,
-		Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{p}, Key: []httplimit.KeyPart{httplimit.Literal("k")}}}})
+		Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{p}}, Key: []httplimit.KeyPart{httplimit.Literal("k")}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
@@ -36,8 +37,10 @@ func TestCostHeader(t *testing.T) {
 		io.WriteString(w, "answer")
 	})
 	srv := serve(t, httplimit.Config{Store: st, Now: clock.Now, Rules: []httplimit.Rule{{
-		Pattern:    "/v1/",
-		Policies:   []floodgate.Policy{policy("tokens", floodgate.FixedWindow, 100, time.Minute)},
+		Pattern: "/v1/",
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{policy("tokens", floodgate.FixedWindow, 100, time.Minute)},
+		},
 		Cost:       func(r *http.Request) (int64, error) { return strconv.ParseInt(r.URL.Query().Get("max"), 10, 64) },
 		CostHeader: "x-tokens-used",
 	}}}, answer)
@@ -108,7 +111,10 @@ func TestCostHeaderHostile(t *testing.T) {
 	})
 	p := policy("tokens", floodgate.FixedWindow, 100, time.Minute)
 	srv := serve(t, httplimit.Config{Store: st, Now: clock.Now, Rules: []httplimit.Rule{{
-		Pattern: "/v1/", Policies: []floodgate.Policy{p},
+		Pattern: "/v1/",
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{p},
+		},
 		Cost:       func(r *http.Request) (int64, error) { return 5, nil },
 		CostHeader: "x-tokens-used",
 	}}}, answer)

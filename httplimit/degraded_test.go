@@ -25,8 +25,8 @@ func TestDegradedHeaders(t *testing.T) {
 	}
 	p := policy("p", floodgate.SlidingWindowCounter, 5, time.Minute)
 	srv := serve(t, httplimit.Config{Store: st, Rules: []httplimit.Rule{
-		{Pattern: "/open", Policies: []floodgate.Policy{p}, FailureMode: floodgate.FailOpen},
-		{Pattern: "/closed", Policies: []floodgate.Policy{p}},
+		{Pattern: "/open", Rule: engine.Rule{Policies: []floodgate.Policy{p}, FailureMode: floodgate.FailOpen}},
+		{Pattern: "/closed", Rule: engine.Rule{Policies: []floodgate.Policy{p}}},
 	}}, ok)
 	resp := do(t, "GET", srv.URL+"/open")
 	h := resp.Header

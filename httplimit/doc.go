@@ -6,9 +6,11 @@
 // (draft-ietf-httpapi-ratelimit-headers-11) and X-RateLimit-*.
 //
 //	mw, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{{
-//		Pattern:  "POST /login",
-//		Key:      []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
-//		Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.GCRA, Quota: 5, Window: time.Minute}},
+//		Pattern: "POST /login",
+//		Key:     []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+//		Rule: engine.Rule{
+//			Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.GCRA, Quota: 5, Window: time.Minute}},
+//		},
 //	}}})
 //	if err != nil { ... }
 //	handler := mw.Wrap(mux)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
 )
@@ -53,9 +54,11 @@ func Example() {
 	mw, err := httplimit.New(httplimit.Config{
 		Store: store,
 		Rules: []httplimit.Rule{{
-			Pattern:  "POST /login",
-			Key:      []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
-			Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowCounter, Quota: 5, Window: time.Minute}},
+			Pattern: "POST /login",
+			Key:     []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+			Rule: engine.Rule{
+				Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowCounter, Quota: 5, Window: time.Minute}},
+			},
 		}},
 	})
 	if err != nil {
@@ -90,17 +93,21 @@ func Example_rules() {
 		Skip:  []string{"GET /healthz", "GET /readyz"},
 		Rules: []httplimit.Rule{
 			{
-				Pattern:  "POST /login",
-				Key:      []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
-				Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowCounter, Quota: 5, Window: time.Minute}},
+				Pattern: "POST /login",
+				Key:     []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+				Rule: engine.Rule{
+					Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowCounter, Quota: 5, Window: time.Minute}},
+				},
 			},
 			{
 				Pattern: "/api/",
 				Key:     []httplimit.KeyPart{httplimit.APIKey("X-API-Key", "Authorization")},
 				Missing: httplimit.RefuseMissing, // 401 without a key
-				Policies: []floodgate.Policy{
-					{Name: "api-burst", Algorithm: floodgate.TokenBucket, Quota: 5, Window: time.Second},
-					{Name: "api", Algorithm: floodgate.SlidingWindowCounter, Quota: 100, Window: time.Minute},
+				Rule: engine.Rule{
+					Policies: []floodgate.Policy{
+						{Name: "api-burst", Algorithm: floodgate.TokenBucket, Quota: 5, Window: time.Second},
+						{Name: "api", Algorithm: floodgate.SlidingWindowCounter, Quota: 100, Window: time.Minute},
+					},
 				},
 			},
 		},
@@ -131,7 +138,9 @@ func Example_behindProxy() {
 	}
 	defer store.Close()
 	rules := []httplimit.Rule{{Pattern: "POST /login",
-		Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Minute}}}}
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.FixedWindow, Quota: 1, Window: time.Minute}},
+		}}}
 
 	res, err := clientip.New(clientip.Config{
 		TrustedProxies: []string{"10.0.0.0/8"}, // your load balancers
@@ -171,13 +180,17 @@ func Example_beforeAndAfterAuth() {
 	defer store.Close()
 	mux := newMux()
 	byIP, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{{Pattern: "/",
-		Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute}}}}})
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute}},
+		}}}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	byUser, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{{Pattern: "/",
-		Key:      []httplimit.KeyPart{httplimit.FromContext(userID)},
-		Policies: []floodgate.Policy{{Name: "user", Algorithm: floodgate.GCRA, Quota: 2, Window: time.Minute}}}}})
+		Key: []httplimit.KeyPart{httplimit.FromContext(userID)},
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{{Name: "user", Algorithm: floodgate.GCRA, Quota: 2, Window: time.Minute}},
+		}}}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 )
@@ -50,8 +51,12 @@ func TestAPIKeyHeaders(t *testing.T) {
 // default, and is refused with 401 before any limit under RefuseMissing.
 func TestMissingKey(t *testing.T) {
 	rule := func(m httplimit.MissingKey) httplimit.Rule {
-		return httplimit.Rule{Pattern: "/", Key: []httplimit.KeyPart{httplimit.APIKey("X-API-Key", "Authorization")}, Missing: m,
-			Policies: []floodgate.Policy{policy("api", floodgate.FixedWindow, 1, time.Minute)}}
+		return httplimit.Rule{Pattern: "/",
+			Key:     []httplimit.KeyPart{httplimit.APIKey("X-API-Key", "Authorization")},
+			Missing: m,
+			Rule: engine.Rule{
+				Policies: []floodgate.Policy{policy("api", floodgate.FixedWindow, 1, time.Minute)},
+			}}
 	}
 	shared := serve(t, httplimit.Config{Rules: []httplimit.Rule{rule(httplimit.ShareMissing)}}, ok)
 	if a, b := do(t, "GET", shared.URL), do(t, "GET", shared.URL); a.StatusCode != 200 || b.StatusCode != 429 {

@@ -64,26 +64,17 @@ type Bypass struct {
 
 // Config configures a Middleware.
 type Config struct {
-	// Engine decides the requests; or give Store (and the fields below it)
-	// and New builds one.
+	// Engine decides the requests: its engine.Config holds the store and
+	// what decides beside it (Local, Observer, Blocker, Capacity, Clock,
+	// Breaker, Tracer). Or give Store alone and New builds one with
+	// engine.Config{Store: Store, Logger: Logger}. One of them is
+	// required. A Blocker's refusals are 429s with the
+	// abnormal-usage-detected problem type, a Capacity's 503s with
+	// temporary-reduced-capacity (draft-11 §5).
 	Engine *engine.Engine
-	// Store keeps the counters; it must also implement floodgate.Slots
-	// when a rule has Concurrency caps. Required without Engine.
+	// Store keeps the counters of the Engine New builds; it must also
+	// implement floodgate.Slots when a rule has Concurrency caps.
 	Store floodgate.Store
-	// Local answers for rules with FailToLocal while Store fails,
-	// typically a memorystore.Store.
-	Local floodgate.Store
-	// Observer, if set, sees every decision and bypass (e.g. package
-	// metrics, abuse detection, top offenders, a dashboard). It runs in
-	// the request path: keep it fast.
-	Observer engine.Observer
-	// Blocker, if set, refuses blocked keys before any limit runs, with 429
-	// and the abnormal-usage-detected problem type (draft-11 §5).
-	Blocker engine.Blocker
-	// Capacity, if set, lowers quotas while a temporary reduction holds;
-	// requests refused only because of it get 503 with the
-	// temporary-reduced-capacity problem type (draft-11 §5).
-	Capacity engine.Capacity
 
 	// Rules are tried in order; a request no rule matches passes untouched,
 	// so a Config without rules limits nothing (the daemon's, when it
@@ -201,20 +192,19 @@ func New(cfg Config) (*Middleware, error) {
 	return m, nil
 }
 
-// setEngine takes cfg.Engine, or builds one from cfg.Store and its peers.
+// setEngine takes cfg.Engine, or builds one on cfg.Store.
 func (m *Middleware) setEngine(cfg Config) error {
 	if m.engine != nil {
-		if cfg.Store != nil || cfg.Local != nil || cfg.Observer != nil || cfg.Blocker != nil || cfg.Capacity != nil {
-			return errors.New("httplimit: give either Engine or Store (with Local, Observer, Blocker, Capacity), not both")
+		if cfg.Store != nil {
+			return errors.New("httplimit: give either Engine or Store, not both")
 		}
 		return nil
 	}
 	if nilcheck.Nil(cfg.Store) {
-		return errors.New("httplimit: no store")
+		return errors.New("httplimit: no store (give Engine or Store)")
 	}
 	var err error
-	m.engine, err = engine.New(engine.Config{Store: cfg.Store, Local: cfg.Local, Observer: cfg.Observer,
-		Blocker: cfg.Blocker, Capacity: cfg.Capacity, Logger: m.logger})
+	m.engine, err = engine.New(engine.Config{Store: cfg.Store, Logger: m.logger})
 	return err
 }
 

@@ -43,7 +43,7 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Writ
 // serve starts a real HTTP server on loopback behind the middleware.
 func serve(t *testing.T, cfg httplimit.Config, h http.Handler) *httptest.Server {
 	t.Helper()
-	if cfg.Store == nil {
+	if cfg.Store == nil && cfg.Engine == nil {
 		st := testkit.Memory(t)
 		cfg.Store = st
 	}
@@ -61,6 +61,23 @@ func serve(t *testing.T, cfg httplimit.Config, h http.Handler) *httptest.Server 
 	return srv
 }
 
+// newEngine is an engine on cfg, its Store a memory store when it has
+// none, logging nowhere.
+func newEngine(t *testing.T, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	if cfg.Store == nil {
+		cfg.Store = testkit.Memory(t)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func do(t *testing.T, method, url string, hdr ...string) *http.Response {
 	t.Helper()
 	resp, _ := testkit.Do(t, method, url, "", hdr...)
@@ -71,9 +88,11 @@ func do(t *testing.T, method, url string, hdr ...string) *http.Response {
 // Retry-After and a body naming the rate limit.
 func TestLoginV3(t *testing.T) {
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
-		Pattern:  "POST /login",
-		Policies: []floodgate.Policy{policy("login", floodgate.SlidingWindowCounter, 5, time.Minute)},
-		Key:      []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+		Pattern: "POST /login",
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{policy("login", floodgate.SlidingWindowCounter, 5, time.Minute)},
+		},
+		Key: []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
 	}}}, ok)
 	for i := range 5 {
 		resp := do(t, "POST", srv.URL+"/login")
@@ -125,9 +144,11 @@ func TestHeadersOn200(t *testing.T) {
 	st := testkit.Memory(t, memorystore.WithClock(clock.Now))
 	srv := serve(t, httplimit.Config{Store: st, Now: clock.Now, Rules: []httplimit.Rule{{
 		Pattern: "/api/",
-		Policies: []floodgate.Policy{
-			{Name: "burst", Algorithm: floodgate.TokenBucket, Quota: 5, Window: time.Second},
-			policy("minute", floodgate.FixedWindow, 100, time.Minute),
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{
+				{Name: "burst", Algorithm: floodgate.TokenBucket, Quota: 5, Window: time.Second},
+				policy("minute", floodgate.FixedWindow, 100, time.Minute),
+			},
 		},
 		Key: []httplimit.KeyPart{httplimit.APIKey("X-API-Key")},
 	}}}, ok)
@@ -195,7 +216,7 @@ func TestHeaderStyles(t *testing.T) {
 	} {
 		t.Run(tc.style.String(), func(t *testing.T) {
 			srv := serve(t, httplimit.Config{Headers: tc.style, ResetStyle: tc.resetStyle, Rules: []httplimit.Rule{{
-				Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 10, time.Hour)},
+				Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 10, time.Hour)}},
 			}}}, ok)
 			resp := do(t, "GET", srv.URL+"/")
 			if (resp.Header.Get("RateLimit") != "") != tc.draft11 || (resp.Header.Get("RateLimit-Policy") != "") != tc.draft11 {
@@ -216,8 +237,8 @@ func TestHeaderStyles(t *testing.T) {
 // TestRouteSeparation: a busy export route does not block payments (K4).
 func TestRouteSeparation(t *testing.T) {
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{
-		{Pattern: "/export", Policies: []floodgate.Policy{policy("export", floodgate.FixedWindow, 2, time.Minute)}},
-		{Pattern: "/payments", Policies: []floodgate.Policy{policy("payments", floodgate.FixedWindow, 2, time.Minute)}},
+		{Pattern: "/export", Rule: engine.Rule{Policies: []floodgate.Policy{policy("export", floodgate.FixedWindow, 2, time.Minute)}}},
+		{Pattern: "/payments", Rule: engine.Rule{Policies: []floodgate.Policy{policy("payments", floodgate.FixedWindow, 2, time.Minute)}}},
 	}}, ok)
 	for range 5 {
 		do(t, "GET", srv.URL+"/export")
@@ -237,10 +258,10 @@ func TestSkipAndBypass(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := serve(t, httplimit.Config{
-		Observer: m,
-		Skip:     []string{"GET /healthz"},
-		Bypass:   httplimit.Bypass{Tokens: []string{"monitoring-token"}, CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
-		Rules:    []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("all", floodgate.FixedWindow, 1, time.Hour)}}},
+		Engine: newEngine(t, engine.Config{Observer: m}),
+		Skip:   []string{"GET /healthz"},
+		Bypass: httplimit.Bypass{Tokens: []string{"monitoring-token"}, CIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
+		Rules:  []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("all", floodgate.FixedWindow, 1, time.Hour)}}}},
 	}, ok)
 	do(t, "GET", srv.URL+"/")
 	if resp := do(t, "GET", srv.URL+"/"); resp.StatusCode != 429 {
@@ -286,7 +307,7 @@ func metricsCounter(t *testing.T, reg *prometheus.Registry, name string) prometh
 func TestCIDRBypassAndSpoofing(t *testing.T) {
 	untrusted, _ := clientip.New(clientip.Config{})
 	trusted, _ := clientip.New(clientip.Config{TrustedProxies: []string{"127.0.0.0/8", "::1/128"}})
-	rule := httplimit.Rule{Pattern: "/", Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}
+	rule := httplimit.Rule{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}}
 	// Written IPv4-mapped, as it may come from a config: it must still
 	// match 198.51.100.7.
 	bypass := httplimit.Bypass{CIDRs: []netip.Prefix{netip.MustParsePrefix("::ffff:198.51.100.0/120")}}
@@ -321,8 +342,8 @@ func TestCIDRBypassAndSpoofing(t *testing.T) {
 func TestShadowNeverBlocks(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, _ := metrics.New(reg)
-	srv := serve(t, httplimit.Config{Observer: m, Rules: []httplimit.Rule{{
-		Pattern: "/", Mode: engine.Shadow, Policies: []floodgate.Policy{policy("trial", floodgate.FixedWindow, 2, time.Hour)},
+	srv := serve(t, httplimit.Config{Engine: newEngine(t, engine.Config{Observer: m}), Rules: []httplimit.Rule{{
+		Pattern: "/", Rule: engine.Rule{Mode: engine.Shadow, Policies: []floodgate.Policy{policy("trial", floodgate.FixedWindow, 2, time.Hour)}},
 	}}}, ok)
 	for i := range 6 {
 		resp := do(t, "GET", srv.URL+"/")
@@ -337,11 +358,19 @@ func TestShadowNeverBlocks(t *testing.T) {
 
 func TestThrottle(t *testing.T) {
 	rec := &recorder{}
-	srv := serve(t, httplimit.Config{Observer: rec, Rules: []httplimit.Rule{
-		{Pattern: "/short", Mode: engine.Throttle, MaxDelay: time.Second,
-			Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 10, Window: time.Second, Burst: 1}}},
-		{Pattern: "/long", Mode: engine.Throttle, MaxDelay: 50 * time.Millisecond,
-			Policies: []floodgate.Policy{policy("hourly", floodgate.FixedWindow, 1, time.Hour)}},
+	srv := serve(t, httplimit.Config{Engine: newEngine(t, engine.Config{Observer: rec}), Rules: []httplimit.Rule{
+		{Pattern: "/short",
+			Rule: engine.Rule{
+				Mode:     engine.Throttle,
+				MaxDelay: time.Second,
+				Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 10, Window: time.Second, Burst: 1}},
+			}},
+		{Pattern: "/long",
+			Rule: engine.Rule{
+				Mode:     engine.Throttle,
+				MaxDelay: 50 * time.Millisecond,
+				Policies: []floodgate.Policy{policy("hourly", floodgate.FixedWindow, 1, time.Hour)},
+			}},
 	}}, ok)
 	// 1 at once, then one per 100 ms: the 2nd and 3rd are held, not refused.
 	start := time.Now()
@@ -393,8 +422,12 @@ func TestThrottle(t *testing.T) {
 	// middleware) ends the wait too, and its client is told so: a 429.
 	st := testkit.Memory(t)
 	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
-		{Pattern: "/", Mode: engine.Throttle, MaxDelay: 10 * time.Second,
-			Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 1, Window: 5 * time.Second, Burst: 1}}},
+		{Pattern: "/",
+			Rule: engine.Rule{
+				Mode:     engine.Throttle,
+				MaxDelay: 10 * time.Second,
+				Policies: []floodgate.Policy{{Name: "pace", Algorithm: floodgate.GCRA, Quota: 1, Window: 5 * time.Second, Burst: 1}},
+			}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -425,11 +458,15 @@ func TestThrottle(t *testing.T) {
 func TestContextEndedBeforeDecision(t *testing.T) {
 	st := testkit.Memory(t)
 	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{
-		{Pattern: "/rate", FailureMode: floodgate.FailOpen, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 10, time.Second)}},
-		{Pattern: "/slot", FailureMode: floodgate.FailOpen, Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}},
-		{Pattern: "/plan", FailureMode: floodgate.FailOpen, Plan: func(r *http.Request) (engine.Plan, error) {
-			return engine.Plan{}, r.Context().Err()
-		}},
+		{Pattern: "/rate", Rule: engine.Rule{FailureMode: floodgate.FailOpen, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 10, time.Second)}}},
+		{Pattern: "/slot", Rule: engine.Rule{FailureMode: floodgate.FailOpen, Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}}},
+		{Pattern: "/plan",
+			Rule: engine.Rule{
+				FailureMode: floodgate.FailOpen,
+			},
+			Plan: func(r *http.Request) (engine.Plan, error) {
+				return engine.Plan{}, r.Context().Err()
+			}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -460,8 +497,10 @@ func TestConcurrencySlots(t *testing.T) {
 		io.WriteString(w, "done")
 	})
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
-		Pattern:     "/",
-		Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 2}},
+		Pattern: "/",
+		Rule: engine.Rule{
+			Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 2}},
+		},
 	}}}, h)
 	entered.Add(2)
 	var wg sync.WaitGroup
@@ -505,8 +544,10 @@ func TestContentBytes(t *testing.T) {
 		io.WriteString(w, strconv.FormatInt(n, 10))
 	})
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
-		Pattern:  "POST /upload",
-		Policies: []floodgate.Policy{{Name: "upload", Algorithm: floodgate.FixedWindow, Quota: 1000, Window: time.Hour, Unit: floodgate.ContentBytes}},
+		Pattern: "POST /upload",
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{{Name: "upload", Algorithm: floodgate.FixedWindow, Quota: 1000, Window: time.Hour, Unit: floodgate.ContentBytes}},
+		},
 	}}}, read)
 	post := func(body io.Reader) *http.Response {
 		resp, err := http.Post(srv.URL+"/upload", "application/octet-stream", body)
@@ -546,8 +587,8 @@ func TestContentBytes(t *testing.T) {
 func TestSharedPolicyName(t *testing.T) {
 	shared := policy("shared", floodgate.FixedWindow, 3, time.Minute)
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{
-		{Pattern: "/a", Policies: []floodgate.Policy{shared}},
-		{Pattern: "/b", Policies: []floodgate.Policy{shared}},
+		{Pattern: "/a", Rule: engine.Rule{Policies: []floodgate.Policy{shared}}},
+		{Pattern: "/b", Rule: engine.Rule{Policies: []floodgate.Policy{shared}}},
 	}}, ok)
 	for i, path := range []string{"/a", "/b", "/a"} {
 		if resp := do(t, "GET", srv.URL+path); resp.StatusCode != 200 {
@@ -563,16 +604,16 @@ func TestSharedPolicyName(t *testing.T) {
 	full := bucket
 	full.Burst = 3 // the default capacity, written out
 	if _, err := httplimit.New(httplimit.Config{Store: st, Rules: []httplimit.Rule{
-		{Pattern: "/a", Policies: []floodgate.Policy{bucket}},
-		{Pattern: "/b", Policies: []floodgate.Policy{full}},
+		{Pattern: "/a", Rule: engine.Rule{Policies: []floodgate.Policy{bucket}}},
+		{Pattern: "/b", Rule: engine.Rule{Policies: []floodgate.Policy{full}}},
 	}}); err != nil {
 		t.Fatalf("Burst 0 and Burst = Quota are one policy: %v", err)
 	}
 	other := shared
 	other.Algorithm = floodgate.GCRA
 	_, err := httplimit.New(httplimit.Config{Store: st, Rules: []httplimit.Rule{
-		{Name: "first", Pattern: "/a", Policies: []floodgate.Policy{shared}},
-		{Name: "second", Pattern: "/b", Policies: []floodgate.Policy{other}},
+		{Rule: engine.Rule{Name: "first", Policies: []floodgate.Policy{shared}}, Pattern: "/a"},
+		{Rule: engine.Rule{Name: "second", Policies: []floodgate.Policy{other}}, Pattern: "/b"},
 	}})
 	if !errors.Is(err, floodgate.ErrInvalidPolicy) || !strings.Contains(err.Error(), `policy "shared" is defined differently by rules "first" (fixed-window 3 per 1m0s) and "second" (gcra 3 per 1m0s)`) {
 		t.Fatalf("New with two definitions of one name: %v", err)
@@ -582,34 +623,39 @@ func TestSharedPolicyName(t *testing.T) {
 func TestNewErrors(t *testing.T) {
 	st := testkit.Memory(t)
 	for name, cfg := range map[string]httplimit.Config{
-		"bad pattern":     {Store: st, Rules: []httplimit.Rule{{Pattern: "login", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"bad policy":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 0, time.Second)}}}},
-		"no policies":     {Store: st, Rules: []httplimit.Rule{{Pattern: "/"}}},
-		"throttle":        {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Mode: engine.Throttle, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"no store":        {},
-		"empty token":     {Store: st, Bypass: httplimit.Bypass{Tokens: []string{""}}},
-		"skip":            {Store: st, Skip: []string{"health"}},
-		"local missing":   {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"header style":    {Store: st, Headers: 9},
-		"reset style":     {Store: st, ResetStyle: header.ResetDate},
-		"warn at":         {Store: st, WarnAt: 90},
-		"bypass header":   {Store: st, Bypass: httplimit.Bypass{Header: "bad header:"}},
-		"nil key part":    {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Key: []httplimit.KeyPart{nil}, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"failure mode":    {Store: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: 9, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"local share":     {Store: st, Local: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, LocalShare: 5, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"local share NaN": {Store: st, Local: st, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal, LocalShare: math.NaN(), Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
-		"warn at NaN":     {Store: st, WarnAt: math.NaN()},
-		"local, no slots": {Store: st, Local: struct{ floodgate.Store }{st}, Rules: []httplimit.Rule{{Pattern: "/", FailureMode: floodgate.FailToLocal,
-			Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}}}},
-		"max body": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", MaxBodyBytes: -1, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+		"bad pattern":      {Store: st, Rules: []httplimit.Rule{{Pattern: "login", Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
+		"bad policy":       {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 0, time.Second)}}}}},
+		"no policies":      {Store: st, Rules: []httplimit.Rule{{Pattern: "/"}}},
+		"throttle":         {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Mode: engine.Throttle, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
+		"no store":         {},
+		"engine and store": {Engine: newEngine(t, engine.Config{Store: st}), Store: st},
+		"negative lease":   {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Lease: -time.Second, Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}}}}},
+		"empty token":      {Store: st, Bypass: httplimit.Bypass{Tokens: []string{""}}},
+		"skip":             {Store: st, Skip: []string{"health"}},
+		"local missing":    {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{FailureMode: floodgate.FailToLocal, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
+		"header style":     {Store: st, Headers: 9},
+		"reset style":      {Store: st, ResetStyle: header.ResetDate},
+		"warn at":          {Store: st, WarnAt: 90},
+		"bypass header":    {Store: st, Bypass: httplimit.Bypass{Header: "bad header:"}},
+		"nil key part":     {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Key: []httplimit.KeyPart{nil}, Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
+		"failure mode":     {Store: st, Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{FailureMode: 9, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
+		"local share":      {Engine: newEngine(t, engine.Config{Store: st, Local: st}), Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{FailureMode: floodgate.FailToLocal, LocalShare: 5, Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
+		"local share NaN":  {Engine: newEngine(t, engine.Config{Store: st, Local: st}), Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{FailureMode: floodgate.FailToLocal, LocalShare: math.NaN(), Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
+		"warn at NaN":      {Store: st, WarnAt: math.NaN()},
+		"local, no slots": {Engine: newEngine(t, engine.Config{Store: st, Local: struct{ floodgate.Store }{st}}), Rules: []httplimit.Rule{{Pattern: "/",
+			Rule: engine.Rule{
+				FailureMode: floodgate.FailToLocal,
+				Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}},
+			}}}},
+		"max body": {Store: st, Rules: []httplimit.Rule{{Pattern: "/", MaxBodyBytes: -1, Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
 		"rule behind a broader one": {Store: st, Rules: []httplimit.Rule{
-			{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}},
-			{Pattern: "POST /login", Policies: []floodgate.Policy{policy("q", floodgate.GCRA, 1, time.Second)}}}},
+			{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}},
+			{Pattern: "POST /login", Rule: engine.Rule{Policies: []floodgate.Policy{policy("q", floodgate.GCRA, 1, time.Second)}}}}},
 		"rule behind a skip": {Store: st, Skip: []string{"/internal/"}, Rules: []httplimit.Rule{
-			{Pattern: "GET /internal/stats", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+			{Pattern: "GET /internal/stats", Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}}},
 		"same name": {Store: st, Rules: []httplimit.Rule{
-			{Name: "x", Pattern: "/a", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}},
-			{Name: "x", Pattern: "/b", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}}},
+			{Rule: engine.Rule{Name: "x", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}, Pattern: "/a"},
+			{Rule: engine.Rule{Name: "x", Policies: []floodgate.Policy{policy("p", floodgate.GCRA, 1, time.Second)}}, Pattern: "/b"}}},
 	} {
 		if _, err := httplimit.New(cfg); err == nil {
 			t.Errorf("%s: New succeeded, want an error", name)
@@ -621,7 +667,7 @@ func TestRetryAfterNeverBeforeT(t *testing.T) {
 	// Sliding window counter: RetryAfter (exact) can be shorter than the
 	// window's end; the 429's Retry-After still equals the violated t.
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
-		Pattern: "/", Policies: []floodgate.Policy{policy("swc", floodgate.SlidingWindowCounter, 3, 2*time.Second)},
+		Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("swc", floodgate.SlidingWindowCounter, 3, 2*time.Second)}},
 	}}}, ok)
 	var resp *http.Response
 	for range 4 {
@@ -645,8 +691,10 @@ func TestPlans(t *testing.T) {
 	}
 	lookups := 0
 	srv := serve(t, httplimit.Config{Rules: []httplimit.Rule{{
-		Pattern:  "/api/",
-		Policies: []floodgate.Policy{policy("ip-guard", floodgate.FixedWindow, 8, time.Minute)},
+		Pattern: "/api/",
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{policy("ip-guard", floodgate.FixedWindow, 8, time.Minute)},
+		},
 		Plan: func(r *http.Request) (engine.Plan, error) {
 			lookups++
 			k := r.Header.Get("X-API-Key")
@@ -713,11 +761,9 @@ func TestObserverBlockerCapacity(t *testing.T) {
 	rec := &recorder{}
 	reduction := &halved{}
 	srv := serve(t, httplimit.Config{
-		Observer: rec,
-		Blocker:  blockList{"192.0.2.66": true},
-		Capacity: reduction,
+		Engine:   newEngine(t, engine.Config{Observer: rec, Blocker: blockList{"192.0.2.66": true}, Capacity: reduction}),
 		ClientIP: mustResolver(t),
-		Rules:    []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 4, time.Hour)}}},
+		Rules:    []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 4, time.Hour)}}}},
 	}, ok)
 
 	// Blocked key: 429 with the abnormal-usage type.
@@ -781,8 +827,8 @@ func mustResolver(t *testing.T) *clientip.Resolver {
 // 429, not the reduction's 503.
 func TestReductionOverFullQuota(t *testing.T) {
 	reduction := &halved{}
-	srv := serve(t, httplimit.Config{Capacity: reduction, Rules: []httplimit.Rule{{
-		Pattern: "/", Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 4, time.Hour)},
+	srv := serve(t, httplimit.Config{Engine: newEngine(t, engine.Config{Capacity: reduction}), Rules: []httplimit.Rule{{
+		Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 4, time.Hour)}},
 	}}}, ok)
 	for range 4 {
 		do(t, "GET", srv.URL+"/")
@@ -813,7 +859,7 @@ func TestRejectStatus(t *testing.T) {
 // local proxy's X-Forwarded-For name the client instead.
 func TestUnknownClientAddress(t *testing.T) {
 	st := testkit.Memory(t)
-	rule := httplimit.Rule{Pattern: "/", Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}
+	rule := httplimit.Rule{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{policy("ip", floodgate.FixedWindow, 1, time.Hour)}}}
 	// codes sends one request per X-Forwarded-For value from the socket
 	// peer "@" and returns the statuses.
 	codes := func(cfg httplimit.Config, xffs ...string) string {
@@ -851,7 +897,7 @@ func TestUnknownClientAddress(t *testing.T) {
 func TestInnerLayerReplacesFields(t *testing.T) {
 	st := testkit.Memory(t)
 	layer := func(p floodgate.Policy) *httplimit.Middleware {
-		mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{p}}}})
+		mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{p}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/redisstore"
@@ -34,9 +35,12 @@ func redisStore(t *testing.T) *redisstore.Store {
 func TestRedisLoginAndSlots(t *testing.T) {
 	st := redisStore(t)
 	srv := serve(t, httplimit.Config{Store: st, Rules: []httplimit.Rule{
-		{Pattern: "POST /login", Key: []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
-			Policies: []floodgate.Policy{policy("login", floodgate.SlidingWindowCounter, 5, time.Minute)}},
-		{Pattern: "/slow", Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}},
+		{Pattern: "POST /login",
+			Key: []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+			Rule: engine.Rule{
+				Policies: []floodgate.Policy{policy("login", floodgate.SlidingWindowCounter, 5, time.Minute)},
+			}},
+		{Pattern: "/slow", Rule: engine.Rule{Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}}}},
 	}}, slowOrOK())
 	for i := range 5 {
 		if resp := do(t, "POST", srv.URL+"/login"); resp.StatusCode != 200 {
@@ -87,11 +91,11 @@ func TestDeadRedis(t *testing.T) {
 	p := []floodgate.Policy{policy("p", floodgate.GCRA, 5, time.Second)}
 	local := testkit.Memory(t)
 	inflight := []floodgate.Concurrency{{Name: "inflight", Max: 4}}
-	srv := serve(t, httplimit.Config{Store: st, Local: local, Rules: []httplimit.Rule{
-		{Pattern: "/open", Policies: p, FailureMode: floodgate.FailOpen},
-		{Pattern: "/closed", Policies: p, FailureMode: floodgate.FailClosed},
-		{Pattern: "/local", Concurrency: inflight, FailureMode: floodgate.FailToLocal, LocalShare: 0.5},
-		{Pattern: "/open-slots", Concurrency: inflight, FailureMode: floodgate.FailOpen},
+	srv := serve(t, httplimit.Config{Engine: newEngine(t, engine.Config{Store: st, Local: local}), Rules: []httplimit.Rule{
+		{Pattern: "/open", Rule: engine.Rule{Policies: p, FailureMode: floodgate.FailOpen}},
+		{Pattern: "/closed", Rule: engine.Rule{Policies: p, FailureMode: floodgate.FailClosed}},
+		{Pattern: "/local", Rule: engine.Rule{Concurrency: inflight, FailureMode: floodgate.FailToLocal, LocalShare: 0.5}},
+		{Pattern: "/open-slots", Rule: engine.Rule{Concurrency: inflight, FailureMode: floodgate.FailOpen}},
 	}}, slowOrOK())
 	if resp := do(t, "GET", srv.URL+"/open-slots"); resp.StatusCode != 200 {
 		t.Fatalf("fail-open slots: %d", resp.StatusCode)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/storetest"
@@ -20,7 +21,7 @@ func TestRefusalLogBounded(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	clock := storetest.NewClock(storetest.Epoch)
 	srv := serve(t, httplimit.Config{Logger: logger, Now: clock.Now, Rules: []httplimit.Rule{
-		{Pattern: "/", Key: []httplimit.KeyPart{httplimit.Header("X-Who")}, Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 1, time.Hour)}},
+		{Pattern: "/", Key: []httplimit.KeyPart{httplimit.Header("X-Who")}, Rule: engine.Rule{Policies: []floodgate.Policy{policy("p", floodgate.FixedWindow, 1, time.Hour)}}},
 	}}, ok)
 	for range 201 {
 		do(t, "GET", srv.URL+"/", "X-Who", "a")

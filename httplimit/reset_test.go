@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
@@ -37,7 +38,7 @@ func timeline(t *testing.T, a floodgate.Algorithm) []row {
 		p.Burst = 5
 	}
 	mw, err := httplimit.New(httplimit.Config{Store: st, Now: clock.Now, Logger: quiet,
-		Rules: []httplimit.Rule{{Pattern: "/", Policies: []floodgate.Policy{p}, Key: []httplimit.KeyPart{httplimit.Literal("k")}}}})
+		Rules: []httplimit.Rule{{Pattern: "/", Rule: engine.Rule{Policies: []floodgate.Policy{p}}, Key: []httplimit.KeyPart{httplimit.Literal("k")}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,29 +5,25 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/pattern"
 )
 
-// Rule limits the requests that match its pattern.
+// Rule limits the requests that match its pattern. The engine's side
+// (name, policies, caps, modes, failure mode, local share, lease) is the
+// embedded engine.Rule, whose Name defaults to Pattern: Policies all
+// apply at once, all or nothing (REQUIREMENTS K3), Requests policies
+// charged Cost and ContentBytes policies the request body size, in one
+// store call; Concurrency caps requests in flight per key, a slot held
+// while the handler runs; a FailClosed rule answers 503 while the store
+// fails (S3).
 type Rule struct {
-	// Name labels the rule in logs, metrics and events; default: the
-	// pattern.
-	Name string
 	// Pattern selects requests, in http.ServeMux syntax
 	// "[METHOD ][HOST]/[PATH]" (see the package doc); "/" matches all.
 	// Rules are tried in order and the first match wins.
 	Pattern string
-	// Policies all apply at once, all or nothing (REQUIREMENTS K3):
-	// Requests policies are charged Cost, ContentBytes policies the
-	// request body size, in one store call.
-	Policies []floodgate.Policy
-	// Concurrency caps requests in flight per key: a slot is held while
-	// the handler runs.
-	Concurrency []floodgate.Concurrency
 	// Key builds the partition key from its parts (K1); default ClientIP().
 	Key []KeyPart
 	// Missing is what a request gets whose key lacks a part (a KeyPart
@@ -45,16 +41,6 @@ type Rule struct {
 	// cost is refunded. A value that is not a non-negative integer is
 	// removed and ignored. "" (the default) reads nothing.
 	CostHeader string
-	// Mode is engine.Enforce (default), engine.Shadow or engine.Throttle.
-	Mode engine.Mode
-	// MaxDelay bounds how long Throttle holds a request.
-	MaxDelay time.Duration
-	// FailureMode is what happens while the store fails (S3); default
-	// FailClosed, answered with 503.
-	FailureMode floodgate.FailureMode
-	// LocalShare is the share of each quota and cap enforced locally with
-	// FailToLocal (e.g. 1/replicas); in (0, 1], 0 meaning 1.
-	LocalShare float64
 	// MaxBodyBytes caps a body of unknown length read under ContentBytes
 	// policies; reading past it fails the read. Default 10 MiB.
 	MaxBodyBytes int64
@@ -67,9 +53,10 @@ type Rule struct {
 	// closed, the request passes unlimited when open.
 	Plan func(r *http.Request) (engine.Plan, error)
 	// Limits, if set, is the rule's engine side compiled already (so that
-	// several doors share one rule); Policies, Concurrency, Mode,
-	// MaxDelay, FailureMode and LocalShare must then be left zero.
+	// several doors share one rule); the embedded engine.Rule must then
+	// hold at most a Name.
 	Limits *engine.Compiled
+	engine.Rule
 }
 
 // MissingKey says what a rule does with a request whose partition key
@@ -102,10 +89,10 @@ type rule struct {
 }
 
 func newRule(in Rule, eng *engine.Engine) (*rule, error) {
-	name := in.Name
-	if name == "" {
-		name = in.Pattern
+	if in.Name == "" {
+		in.Name = in.Pattern
 	}
+	name := in.Name
 	fail := func(err error) (*rule, error) { return nil, fmt.Errorf("httplimit: rule %q: %w", name, err) }
 	pat, err := pattern.Parse(in.Pattern)
 	if err != nil {
@@ -134,19 +121,23 @@ func newRule(in Rule, eng *engine.Engine) (*rule, error) {
 		if len(in.Policies) == 0 && len(in.Concurrency) == 0 && in.Plan == nil {
 			return fail(fmt.Errorf("no policies, concurrency caps or plan: it would limit nothing"))
 		}
-		r.limits, err = eng.Compile(engine.Rule{Name: name, Policies: in.Policies, Concurrency: in.Concurrency, Mode: in.Mode,
-			MaxDelay: in.MaxDelay, FailureMode: in.FailureMode, LocalShare: in.LocalShare})
-		if err != nil {
+		if r.limits, err = eng.Compile(in.Rule); err != nil {
 			return nil, fmt.Errorf("httplimit: %w", err)
 		}
-	} else if len(in.Policies) > 0 || len(in.Concurrency) > 0 || in.Mode != 0 || in.MaxDelay != 0 || in.FailureMode != 0 || in.LocalShare != 0 {
-		return fail(fmt.Errorf("a rule with Limits takes its policies, caps and modes from them; leave those fields zero"))
+	} else if !onlyNamed(in.Rule) {
+		return fail(fmt.Errorf("a rule with Limits takes its policies, caps, modes and lease from them; leave the engine.Rule but its Name zero"))
 	}
 	r.bytes = r.plan != nil
 	for _, p := range r.limits.Policies() {
 		r.bytes = r.bytes || p.Unit == floodgate.ContentBytes
 	}
 	return r, nil
+}
+
+// onlyNamed reports whether r sets nothing but its Name.
+func onlyNamed(r engine.Rule) bool {
+	return len(r.Policies) == 0 && len(r.Concurrency) == 0 && r.Mode == 0 && r.MaxDelay == 0 &&
+		r.FailureMode == 0 && r.LocalShare == 0 && r.Lease == 0
 }
 
 // request builds the engine's request for r: the key, the cost in each

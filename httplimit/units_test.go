@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
@@ -31,9 +32,11 @@ func TestDeniedSpendsNothingAcrossUnits(t *testing.T) {
 			hold := make(chan struct{})
 			held := make(chan struct{}, 1)
 			srv := serve(t, httplimit.Config{Store: store(t), Rules: []httplimit.Rule{{
-				Pattern:     "/",
-				Policies:    []floodgate.Policy{policy("req", floodgate.SlidingWindowLog, 3, time.Hour), bytes},
-				Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}},
+				Pattern: "/",
+				Rule: engine.Rule{
+					Policies:    []floodgate.Policy{policy("req", floodgate.SlidingWindowLog, 3, time.Hour), bytes},
+					Concurrency: []floodgate.Concurrency{{Name: "inflight", Max: 1}},
+				},
 			}}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/hold" {
 					held <- struct{}{}

@@ -112,12 +112,63 @@ func BenchmarkTake(b *testing.B) {
 // fcallStats returns the calls and µs of FCALL so far from INFO
 // commandstats.
 func fcallStats(b *testing.B, rdb *redis.Client) (calls, usec int64) {
+	return cmdStats(b, rdb, "fcall")
+}
+
+// BenchmarkSlots measures a slot's Acquire and release, the Slots idiom
+// (EVALSHA of its own script and a ZREM, each a call of its own on a
+// goroutine of its own, unbatched), beside BenchmarkTake's batched FCALL:
+// one goroutine's latency and 64 goroutines' acquire-and-release pairs
+// per second, and Redis's µs per EVALSHA (other clients' EVALSHAs on
+// the same server count too).
+func BenchmarkSlots(b *testing.B) {
+	rdb := standaloneClient(b)
+	c := floodgate.Concurrency{Name: "inflight", Max: 1 << 20} // never refuses
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	pair := func(b testing.TB, s *Store, ctx context.Context, key string) {
+		release, _, ok, err := s.Acquire(ctx, key, c, time.Minute)
+		if err != nil || !ok {
+			b.Fatalf("Acquire: %v %v", ok, err)
+		}
+		release()
+	}
+	b.Run("Single", func(b *testing.B) {
+		s := newTestStore(b, rdb)
+		ctx := context.Background()
+		calls0, usec0 := cmdStats(b, rdb, "evalsha")
+		for i := 0; b.Loop(); i++ {
+			pair(b, s, ctx, keys[i%len(keys)])
+		}
+		calls1, usec1 := cmdStats(b, rdb, "evalsha")
+		b.ReportMetric(float64(usec1-usec0)/float64(max(calls1-calls0, 1)), "redis-µs/evalsha")
+	})
+	b.Run("Parallel64", func(b *testing.B) {
+		s := newTestStore(b, rdb)
+		b.SetParallelism(32)
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			i := 0
+			for pb.Next() {
+				i++
+				pair(b, s, ctx, keys[i%len(keys)])
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+	})
+}
+
+// cmdStats returns the calls and µs of a command so far from INFO
+// commandstats.
+func cmdStats(b *testing.B, rdb *redis.Client, name string) (calls, usec int64) {
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_fcall:"); ok {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":"); ok {
 			for _, f := range strings.Split(rest, ",") {
 				k, v, _ := strings.Cut(f, "=")
 				switch k {

@@ -5,9 +5,9 @@
 //
 //	src := tier.NewCache(tier.NewPostgres(pool), tier.CacheOptions{})
 //	rule := httplimit.Rule{
-//		Pattern:  "/api/",
-//		Policies: []floodgate.Policy{ipGuard}, // by client IP, before any lookup (K7)
-//		Plan:     tierhttp.Plan(src, tierhttp.PlanOptions{}),
+//		Pattern: "/api/",
+//		Rule:    engine.Rule{Policies: []floodgate.Policy{ipGuard}}, // by client IP, before any lookup (K7)
+//		Plan:    tierhttp.Plan(src, tierhttp.PlanOptions{}),
 //	}
 //
 // Missing keys are refused with 401 api_key_required and unknown or

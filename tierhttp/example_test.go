@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/tier"
@@ -41,11 +42,13 @@ func Example_postgres() {
 		Store: store,
 		Rules: []httplimit.Rule{{
 			Pattern: "/api/",
-			// By client IP, before any key lookup (K7).
-			Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
-			Plan:     tierhttp.Plan(keys, tierhttp.PlanOptions{}),
-			// Unknown keys while PostgreSQL is down: 503. Cached keys still pass.
-			FailureMode: floodgate.FailClosed,
+			Rule: engine.Rule{
+				// By client IP, before any key lookup (K7).
+				Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
+				// Unknown keys while PostgreSQL is down: 503. Cached keys still pass.
+				FailureMode: floodgate.FailClosed,
+			},
+			Plan: tierhttp.Plan(keys, tierhttp.PlanOptions{}),
 		}},
 	})
 	if err != nil {
@@ -68,9 +71,11 @@ func ExamplePlan() {
 	}
 	defer store.Close()
 	mw, err := httplimit.New(httplimit.Config{Store: store, Rules: []httplimit.Rule{{
-		Pattern:  "/api/",
-		Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
-		Plan:     tierhttp.Plan(keys, tierhttp.PlanOptions{}),
+		Pattern: "/api/",
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
+		},
+		Plan: tierhttp.Plan(keys, tierhttp.PlanOptions{}),
 	}}})
 	if err != nil {
 		log.Fatal(err)

@@ -358,7 +358,7 @@ func redisFromEnv(r *envReader) (map[string]any, error) {
 	if _, single := redis["url"]; !single && (user != "" || pass != "") {
 		redis["username"], redis["password"] = user, pass
 	}
-	return map[string]any{"type": "redis", "redis": redis}, nil
+	return map[string]any{"type": config.StoreRedis, "redis": redis}, nil
 }
 
 // logLevel maps ratelimit's logrus levels to slog's.

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
 )
@@ -23,13 +24,17 @@ func newRouter(store floodgate.Store) (http.Handler, error) {
 		Store: store,
 		Rules: []httplimit.Rule{
 			{
-				Pattern:  "POST /articles",
-				Key:      []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
-				Policies: []floodgate.Policy{{Name: "writes", Algorithm: floodgate.TokenBucket, Quota: 10, Window: time.Minute, Burst: 3}},
+				Pattern: "POST /articles",
+				Key:     []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
+				Rule: engine.Rule{
+					Policies: []floodgate.Policy{{Name: "writes", Algorithm: floodgate.TokenBucket, Quota: 10, Window: time.Minute, Burst: 3}},
+				},
 			},
 			{
-				Pattern:  "GET /",
-				Policies: []floodgate.Policy{{Name: "reads", Algorithm: floodgate.GCRA, Quota: 1000, Window: time.Minute}},
+				Pattern: "GET /",
+				Rule: engine.Rule{
+					Policies: []floodgate.Policy{{Name: "reads", Algorithm: floodgate.GCRA, Quota: 1000, Window: time.Minute}},
+				},
 			},
 		},
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
 )
@@ -26,9 +27,11 @@ func newHandler(store floodgate.Store) (http.Handler, error) {
 		Skip:  []string{"GET /healthz"},
 		Rules: []httplimit.Rule{{
 			Pattern: "/",
-			Policies: []floodgate.Policy{{
-				Name: "per-ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 100, Window: time.Minute,
-			}},
+			Rule: engine.Rule{
+				Policies: []floodgate.Policy{{
+					Name: "per-ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 100, Window: time.Minute,
+				}},
+			},
 		}},
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/memorystore"
 )
@@ -48,13 +49,19 @@ func newHandler(store floodgate.Store) (http.Handler, error) {
 		Skip:  []string{"GET /healthz"},
 		Rules: []httplimit.Rule{
 			{
-				Name: "login", Pattern: "POST /login",
-				Key:      []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
-				Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowCounter, Quota: 5, Window: time.Minute}},
+				Rule: engine.Rule{
+					Name:     "login",
+					Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowCounter, Quota: 5, Window: time.Minute}},
+				},
+				Pattern: "POST /login",
+				Key:     []httplimit.KeyPart{httplimit.ClientIP(), httplimit.Route()},
 			},
 			{
-				Name: "ip", Pattern: "/",
-				Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
+				Rule: engine.Rule{
+					Name:     "ip",
+					Policies: []floodgate.Policy{{Name: "ip", Algorithm: floodgate.SlidingWindowCounter, Quota: 600, Window: time.Minute}},
+				},
+				Pattern: "/",
 				// Under /api/ the per-key limit below sets the fields again
 				// (and drops this rule's warning), so there clients see and
 				// follow the per-key quota.
@@ -68,12 +75,15 @@ func newHandler(store floodgate.Store) (http.Handler, error) {
 	byKey, err := httplimit.New(httplimit.Config{
 		Store: store,
 		Rules: []httplimit.Rule{{
-			Name: "api", Pattern: "/api/",
-			Key: []httplimit.KeyPart{httplimit.APIKey("X-API-Key")},
-			Policies: []floodgate.Policy{
-				{Name: "api-burst", Algorithm: floodgate.TokenBucket, Quota: 5, Window: time.Second},
-				{Name: "api", Algorithm: floodgate.SlidingWindowCounter, Quota: 100, Window: time.Minute},
+			Rule: engine.Rule{
+				Name: "api",
+				Policies: []floodgate.Policy{
+					{Name: "api-burst", Algorithm: floodgate.TokenBucket, Quota: 5, Window: time.Second},
+					{Name: "api", Algorithm: floodgate.SlidingWindowCounter, Quota: 100, Window: time.Minute},
+				},
 			},
+			Pattern: "/api/",
+			Key:     []httplimit.KeyPart{httplimit.APIKey("X-API-Key")},
 		}},
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clientip"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/testkit"
@@ -56,11 +57,29 @@ func LogPol(name string, quota int64) floodgate.Policy {
 // OK answers "ok".
 var OK = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 
+// Engine is an engine on cfg, its Store a memory store when it has none,
+// logging nowhere: for a middleware whose observer, blocker or capacity is
+// under test.
+func Engine(t testing.TB, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	if cfg.Store == nil {
+		cfg.Store = testkit.Memory(t)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = Quiet
+	}
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // ServeMW starts a loopback server behind a middleware that trusts
 // X-Forwarded-For from loopback, so tests choose client addresses.
 func ServeMW(t testing.TB, cfg httplimit.Config) *httptest.Server {
 	t.Helper()
-	if cfg.Store == nil {
+	if cfg.Store == nil && cfg.Engine == nil {
 		cfg.Store = testkit.Memory(t)
 	}
 	if cfg.Logger == nil {

@@ -31,10 +31,12 @@ func API(t testing.TB, plan func(*http.Request) (engine.Plan, error), guard int6
 	t.Helper()
 	store := testkit.Memory(t)
 	mw, err := httplimit.New(httplimit.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Rules: []httplimit.Rule{{
-		Pattern:     "/api/",
-		Policies:    []floodgate.Policy{PerMinute("ip-guard", guard)},
-		Plan:        plan,
-		FailureMode: mode,
+		Pattern: "/api/",
+		Rule: engine.Rule{
+			Policies:    []floodgate.Policy{PerMinute("ip-guard", guard)},
+			FailureMode: mode,
+		},
+		Plan: plan,
 	}}})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,9 @@ func Example_inYourServer() {
 	}
 	defer store.Close()
 	rules := []httplimit.Rule{{Pattern: "/api/",
-		Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute}}}}
+		Rule: engine.Rule{
+			Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.GCRA, Quota: 100, Window: time.Minute}},
+		}}}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
 	token := os.Getenv("ADMIN_TOKEN")
@@ -46,10 +48,13 @@ func Example_inYourServer() {
 		Registerer: prometheus.DefaultRegisterer,
 	})
 	red := reduce.NewReductions(reduce.ReductionsConfig{Store: reduce.NewRedisReductions(rdb, "fg:")})
-	mw, err := httplimit.New(httplimit.Config{
-		Store: store, Rules: rules,
+	eng, err := engine.New(engine.Config{Store: store,
 		Observer: engine.Observers{det, offenders, st}, Blocker: det, Capacity: red,
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Engine: eng, Rules: rules})
 	adminMux.Handle("/", admin.NewAdmin(admin.Config{Detector: det, Offenders: offenders, Stats: st, Reductions: red, Token: token}))
 	defer det.Close(ctx)
 	defer red.Close()

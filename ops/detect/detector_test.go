@@ -89,8 +89,8 @@ func TestAbuseAlert(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv := opstest.ServeMW(t, httplimit.Config{
-				Observer: det, Blocker: det,
-				Rules: []httplimit.Rule{{Name: "api", Pattern: "/", Policies: []floodgate.Policy{opstest.Pol("api", 5, time.Hour)}}},
+				Engine: opstest.Engine(t, engine.Config{Observer: det, Blocker: det}),
+				Rules:  []httplimit.Rule{{Rule: engine.Rule{Name: "api", Policies: []floodgate.Policy{opstest.Pol("api", 5, time.Hour)}}, Pattern: "/"}},
 			})
 			const ip = "198.51.100.7"
 			var allowed, limited, blocked int

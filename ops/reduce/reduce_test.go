@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
 	"github.com/floodgate/floodgate/internal/opstest"
@@ -35,10 +36,10 @@ func newReplica(t *testing.T, store floodgate.Store, rs reduce.ReductionStore, r
 	red := reduce.NewReductions(reduce.ReductionsConfig{Store: rs, Refresh: refresh, Logger: opstest.Quiet})
 	t.Cleanup(red.Close)
 	srv := opstest.ServeMW(t, httplimit.Config{
-		Store: store, Capacity: red,
+		Engine: opstest.Engine(t, engine.Config{Store: store, Capacity: red}),
 		Rules: []httplimit.Rule{
-			{Name: "api", Pattern: "/api/", Policies: []floodgate.Policy{opstest.LogPol("api", 10)}},
-			{Name: "other", Pattern: "/other/", Policies: []floodgate.Policy{opstest.LogPol("other", 4)}},
+			{Rule: engine.Rule{Name: "api", Policies: []floodgate.Policy{opstest.LogPol("api", 10)}}, Pattern: "/api/"},
+			{Rule: engine.Rule{Name: "other", Policies: []floodgate.Policy{opstest.LogPol("other", 4)}}, Pattern: "/other/"},
 		},
 	})
 	admin := httptest.NewServer(admin.NewAdmin(admin.Config{Reductions: red, Policies: []string{"api", "other"}, Token: "s3cret", Logger: opstest.Quiet}))

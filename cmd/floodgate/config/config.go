@@ -12,7 +12,7 @@ import (
 // all).
 const (
 	DefaultAdminListen     = "127.0.0.1:9090"
-	DefaultStoreType       = "memory"
+	DefaultStoreType       = StoreMemory
 	DefaultRedisTimeout    = time.Second
 	DefaultRedisPrefix     = "fg:"
 	DefaultNearCache       = 10_000
@@ -166,7 +166,8 @@ type Admin struct {
 
 // Store says where counters live.
 type Store struct {
-	// Type is "memory" (default: one process) or "redis" (shared).
+	// Type is a kind of store (StoreKinds): "memory" (default: one
+	// process) or "redis" (shared).
 	Type string `yaml:"type"`
 	// FailureMode is what rules answer while the store fails, unless a rule
 	// sets its own: "fail-closed" (default), "fail-open" or "fail-to-local".
@@ -286,6 +287,13 @@ type Rule struct {
 	// FailureMode overrides Store.FailureMode for this rule; Load sets
 	// the store's when the rule gives none.
 	FailureMode floodgate.FailureMode `yaml:"failure_mode"`
+	// LocalShare overrides Store.LocalShare for this rule, the share of
+	// each quota and cap enforced in memory under fail-to-local; Load
+	// sets the store's when the rule gives none.
+	LocalShare float64 `yaml:"local_share"`
+	// Lease bounds how long an in-flight slot of a crashed replica is
+	// held in a shared store; default 1m (engine.Rule.Lease).
+	Lease Duration `yaml:"lease"`
 	// Skip never limits matching requests (checked before all rules).
 	Skip bool `yaml:"skip"`
 	// Abuse overrides ops.abuse for this rule.

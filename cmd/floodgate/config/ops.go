@@ -25,8 +25,9 @@ type Ops struct {
 	// that agree across replicas and restarts. Default: a random secret
 	// per process.
 	FingerprintSecret string `yaml:"fingerprint_secret"`
-	// Reductions is where capacity reductions are kept: "memory" (this
-	// process) or "redis" (every replica sharing store.redis); default the
+	// Reductions is where capacity reductions are kept, a kind of store
+	// (StoreKinds): "memory" (this process) or "redis" (every replica
+	// sharing store.redis, so only with store.type redis); default the
 	// store's type.
 	Reductions string `yaml:"reductions"`
 }
@@ -126,15 +127,5 @@ func (v *validator) ops() {
 	if c.Ops.Webhook.Attempts < 0 {
 		v.fail("ops.webhook.attempts", "must not be negative")
 	}
-	switch c.Ops.Reductions {
-	case "":
-		c.Ops.Reductions = c.Store.Type
-	case "memory":
-	case "redis":
-		if c.Store.Type != "redis" {
-			v.fail("ops.reductions", "redis reductions need store.type redis (they use store.redis)")
-		}
-	default:
-		v.fail("ops.reductions", "unknown backend %q (want memory or redis)", c.Ops.Reductions)
-	}
+	v.reductions()
 }

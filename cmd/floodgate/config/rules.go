@@ -40,6 +40,7 @@ func (v *validator) rule(i int, names map[string]int) {
 	if !v.has(f + ".failure_mode") {
 		r.FailureMode = c.Store.FailureMode
 	}
+	v.shareAndLease(f, r)
 	if r.Skip {
 		if len(r.Policies) > 0 {
 			v.fail(f+".policies", "a skip rule limits nothing; remove policies or skip")
@@ -60,7 +61,21 @@ func (v *validator) rule(i int, names map[string]int) {
 		v.fail(f+".cost_header", "%q is no header name: use letters, digits and !#$%%&'*+-.^_`|~", r.CostHeader)
 	}
 	if limits, ok := v.ruleLimits(f, r); ok {
-		v.compiles(f, r, limits)
+		v.compiles(f, i, limits)
+	}
+}
+
+// shareAndLease defaults a rule's local share to the store's and checks
+// the share and the lease given, each by the engine's own check, at its
+// line (under a stand-in name: the rule's own is checked at name).
+func (v *validator) shareAndLease(f string, r *Rule) {
+	if !v.has(f + ".local_share") {
+		r.LocalShare = v.cfg.Store.LocalShare
+	} else if err := (engine.Rule{Name: "rule", LocalShare: r.LocalShare}).Validate(); err != nil {
+		v.fail(f+".local_share", "%s", cause(err))
+	}
+	if err := (engine.Rule{Name: "rule", Lease: r.Lease.D()}).Validate(); err != nil {
+		v.fail(f+".lease", "%s", cause(err))
 	}
 }
 
@@ -107,20 +122,39 @@ func (v *validator) ruleLimits(f string, r *Rule) (Limits, bool) {
 	return c.limits(r.Policies), ok
 }
 
-// compiles checks a rule whose limits are valid as the engine will take
-// it, reporting the library's message at the rule.
-func (v *validator) compiles(f string, r *Rule, l Limits) {
-	if v.erred(f+".mode") || v.erred(f+".failure_mode") || v.erred(f+".max_delay") || v.erred(f+".cost") {
+// compiles checks rule i, whose limits are valid, as the engine will
+// take it (Config.EngineRule), reporting the library's message at the
+// rule.
+func (v *validator) compiles(f string, i int, l Limits) {
+	if v.erred(f+".mode") || v.erred(f+".failure_mode") || v.erred(f+".max_delay") || v.erred(f+".cost") ||
+		v.erred(f+".local_share") || v.erred(f+".lease") {
 		return
 	}
-	if err := floodgate.CheckCost(floodgate.Cost{Requests: r.Cost}, l.Policies); err != nil {
+	if err := floodgate.CheckCost(floodgate.Cost{Requests: v.cfg.Rules[i].Cost}, l.Policies); err != nil {
 		v.failErr(f+".cost", err)
 	}
-	// The store's local share is checked once, at store.local_share.
-	er := engine.Rule{Name: r.Name, Policies: l.Policies, Concurrency: l.Concurrency, Mode: r.Mode, MaxDelay: r.MaxDelay.D(), FailureMode: r.FailureMode}
-	if err := er.Validate(); err != nil {
+	if err := v.cfg.EngineRule(i).Validate(); err != nil {
 		v.fail(f, "%s", cause(err))
 	}
+}
+
+// EngineRule returns rule i as the engine takes it: its name, limits,
+// mode, max delay, failure mode, local share and lease (the last three
+// the store's when the rule gives none). It is the one place a
+// configured rule becomes an engine.Rule: validation checks this value
+// and the daemon compiles it.
+func (c *Config) EngineRule(i int) engine.Rule {
+	r := &c.Rules[i]
+	l := c.RuleLimits(i)
+	return engine.Rule{Name: r.Name, Policies: l.Policies, Concurrency: l.Concurrency, Mode: r.Mode,
+		MaxDelay: r.MaxDelay.D(), FailureMode: r.FailureMode, LocalShare: r.LocalShare, Lease: r.Lease.D()}
+}
+
+// PolicySet returns the engine rule of a set of rate policies decided
+// outside the configured rules (the decision API's lists, reset and
+// peek of every policy), under the store's failure mode and local share.
+func (c *Config) PolicySet(name string, policies []floodgate.Policy) engine.Rule {
+	return engine.Rule{Name: name, Policies: policies, FailureMode: c.Store.FailureMode, LocalShare: c.Store.LocalShare}
 }
 
 // cause is an engine error about a rule without the rule's name, which

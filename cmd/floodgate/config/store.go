@@ -12,32 +12,106 @@ import (
 	"github.com/floodgate/floodgate/engine"
 )
 
+// The values of store.type (StoreKinds).
+const (
+	StoreMemory = "memory"
+	StoreRedis  = "redis"
+)
+
+// storeKind is one value of store.type, whose name is also the section
+// under store that configures it, and that section's check (which fills
+// its defaults). The daemon's server opens each
+// kind (server/store.go, TestEveryStoreKindOpened).
+type storeKind struct {
+	name string
+	// local: held in this process, so it needs no section of the store's
+	// kind; capacity reductions may be kept in it whatever the store is.
+	local bool
+	check func(v *validator, s *Store)
+}
+
+// storeKinds are every kind of store, the default first.
+var storeKinds = []storeKind{
+	{name: StoreMemory, local: true, check: (*validator).memory},
+	{name: StoreRedis, check: func(v *validator, s *Store) { v.redis(&s.Redis) }},
+}
+
+// StoreKinds returns the names store.type takes, the default first.
+func StoreKinds() []string {
+	names := make([]string, len(storeKinds))
+	for i, k := range storeKinds {
+		names[i] = k.name
+	}
+	return names
+}
+
+// findStoreKind returns the kind of that name.
+func findStoreKind(name string) (storeKind, bool) {
+	for _, k := range storeKinds {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return storeKind{}, false
+}
+
+// kindNames lists the kinds for an error message: "memory or redis".
+func kindNames() string {
+	names := StoreKinds()
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 func (v *validator) store() {
 	s := &v.cfg.Store
-	switch s.Type {
-	case "":
+	if s.Type == "" {
 		s.Type = DefaultStoreType
-	case "memory", "redis":
-	default:
-		v.fail("store.type", "unknown store %q (want memory or redis)", s.Type)
+	}
+	kind, known := findStoreKind(s.Type)
+	if !known {
+		v.fail("store.type", "unknown store %q (want %s)", s.Type, kindNames())
 	}
 	if !v.has("store.local_share") {
 		s.LocalShare = 1
 	} else if err := (engine.Rule{Name: "store", LocalShare: s.LocalShare}).Validate(); err != nil {
 		v.fail("store.local_share", "%s", cause(err)) // every rule's share; the engine's check
 	}
+	for _, k := range storeKinds {
+		if section := "store." + k.name; k.name != s.Type && v.has(section) {
+			v.fail(section, "store.type is %q, so this section is unused; set store.type: %s", s.Type, k.name)
+		}
+	}
+	if known {
+		kind.check(v, s)
+	}
+}
+
+// memory checks store.memory, filling its default.
+func (v *validator) memory(s *Store) {
 	if !v.has("store.memory.max_keys") {
 		s.Memory.MaxKeys = DefaultMemoryMaxKeys
 	} else if s.Memory.MaxKeys < 1 {
 		v.fail("store.memory.max_keys", "must be at least 1, got %d", s.Memory.MaxKeys)
 	}
-	if s.Type != "redis" {
-		if v.has("store.redis") {
-			v.fail("store.redis", "store.type is %q, so this section is unused; set store.type: redis", s.Type)
-		}
+}
+
+// reductions checks where capacity reductions are kept (ops.reductions):
+// in a kind of store held in this process, or in the store's own kind;
+// the store's kind by default.
+func (v *validator) reductions() {
+	c := v.cfg
+	if c.Ops.Reductions == "" {
+		c.Ops.Reductions = c.Store.Type
 		return
 	}
-	v.redis(&s.Redis)
+	switch k, known := findStoreKind(c.Ops.Reductions); {
+	case !known:
+		v.fail("ops.reductions", "unknown backend %q (want %s)", c.Ops.Reductions, kindNames())
+	case !k.local && k.name != c.Store.Type:
+		v.fail("ops.reductions", "%s reductions need store.type %s (they use store.%s)", k.name, k.name, k.name)
+	}
 }
 
 func (v *validator) redis(r *Redis) {

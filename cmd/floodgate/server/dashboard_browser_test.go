@@ -148,10 +148,10 @@ func TestDashboardBrowser(t *testing.T) {
 	red := reduce.NewReductions(reduce.ReductionsConfig{Store: reduce.NewMemoryReductions(clk.Now), Logger: opstest.Quiet, Now: clk.Now, Refresh: time.Hour})
 	defer red.Close()
 	srv := opstest.ServeMW(t, httplimit.Config{
-		Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red,
+		Engine: opstest.Engine(t, engine.Config{Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red}),
 		Rules: []httplimit.Rule{
-			{Name: "api", Pattern: "/api/", Policies: []floodgate.Policy{opstest.LogPol("api", 100)}},
-			{Name: "login", Pattern: "POST /login", Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowLog, Quota: 5, Window: time.Minute}}},
+			{Rule: engine.Rule{Name: "api", Policies: []floodgate.Policy{opstest.LogPol("api", 100)}}, Pattern: "/api/"},
+			{Rule: engine.Rule{Name: "login", Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowLog, Quota: 5, Window: time.Minute}}}, Pattern: "POST /login"},
 		},
 	})
 	admin := httptest.NewServer(admin.NewAdmin(admin.Config{Detector: det, Offenders: top, Stats: stats, Reductions: red}))

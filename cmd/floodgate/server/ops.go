@@ -56,13 +56,12 @@ func (s *Server) setupOps(cfg *config.Config) error {
 		return o.detector.Close(ctx)
 	})
 	rc := reduce.ReductionsConfig{Logger: s.logger}
-	if cfg.Ops.Reductions == "redis" {
-		client, err := RedisClient(cfg.Store.Redis)
-		if err != nil {
-			return err
-		}
-		s.closeFns = append(s.closeFns, client.Close)
-		rc.Store = reduce.NewRedisReductions(client, cfg.Store.Redis.Prefix)
+	open, ok := reductionStores[cfg.Ops.Reductions]
+	if !ok { // validation refuses it first
+		return fmt.Errorf("server: unknown reductions backend %q", cfg.Ops.Reductions)
+	}
+	if rc.Store, err = open(s, cfg.Store); err != nil {
+		return err
 	}
 	o.red = reduce.NewReductions(rc)
 	s.closeFns = append(s.closeFns, func() error { o.red.Close(); return nil })

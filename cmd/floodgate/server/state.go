@@ -74,7 +74,7 @@ func (s *Server) build(cfg *config.Config) (*state, error) {
 		rate = append(rate, p)
 	}
 	if len(rate) > 0 {
-		st.all, err = s.eng.Compile(engine.Rule{Name: "(all policies)", Policies: rate, FailureMode: cfg.Store.FailureMode, LocalShare: cfg.Store.LocalShare})
+		st.all, err = s.eng.Compile(cfg.PolicySet("(all policies)", rate))
 		if err != nil {
 			return nil, err
 		}
@@ -212,7 +212,7 @@ func (s *Server) set(st *state, names []string) (*engine.Compiled, error) {
 	}
 	// Compile runs floodgate.ValidatePolicies, which catches a name given
 	// twice.
-	c, err := s.eng.Compile(engine.Rule{Name: adhocRule, Policies: ps, FailureMode: st.cfg.Store.FailureMode, LocalShare: st.cfg.Store.LocalShare})
+	c, err := s.eng.Compile(st.cfg.PolicySet(adhocRule, ps))
 	if err != nil {
 		var pe *floodgate.PolicyError
 		if errors.As(err, &pe) {
@@ -242,20 +242,11 @@ const adhocRule = "(policies)"
 // rule compiles rule i of cfg for the middleware.
 func (s *Server) rule(cfg *config.Config, st *state, i int) (httplimit.Rule, error) {
 	r := cfg.Rules[i]
-	limits := cfg.RuleLimits(i)
-	compiled, err := s.eng.Compile(engine.Rule{
-		Name:        r.Name,
-		Policies:    limits.Policies,
-		Concurrency: limits.Concurrency,
-		Mode:        r.Mode,
-		MaxDelay:    r.MaxDelay.D(),
-		FailureMode: cfg.FailureMode(i),
-		LocalShare:  cfg.Store.LocalShare,
-	})
+	compiled, err := s.eng.Compile(cfg.EngineRule(i))
 	if err != nil {
 		return httplimit.Rule{}, fmt.Errorf("server: %w", err)
 	}
-	hr := httplimit.Rule{Name: r.Name, Pattern: r.Match, Limits: compiled, CostHeader: r.CostHeader}
+	hr := httplimit.Rule{Rule: engine.Rule{Name: r.Name}, Pattern: r.Match, Limits: compiled, CostHeader: r.CostHeader}
 	if c := r.Cost; c != 1 {
 		hr.Cost = func(*http.Request) (int64, error) { return c, nil }
 	}

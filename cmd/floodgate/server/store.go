@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/memorystore"
+	"github.com/floodgate/floodgate/ops/reduce"
 	"github.com/floodgate/floodgate/redisstore"
 )
 
@@ -30,33 +31,51 @@ const nearCacheMin = 10 * time.Millisecond
 // waits longer for.
 const redisMaxBatch = 128
 
+// storeOpeners open each kind of store the configuration knows
+// (config.StoreKinds; TestEveryStoreKindOpened), setting s.store and,
+// for a store behind a connection, s.ping.
+var storeOpeners = map[string]func(s *Server, sc config.Store) error{
+	config.StoreMemory: (*Server).openMemory,
+	config.StoreRedis:  (*Server).openRedis,
+}
+
 // openStore connects the store cfg describes. A Redis that is down is not
 // an error here: decisions follow the failure mode and /readyz says 503
 // until it answers.
 func (s *Server) openStore(cfg *config.Config) error {
-	sc := cfg.Store
-	if sc.Type != "redis" {
-		m, err := memorystore.New(memorystore.WithMaxKeys(sc.Memory.MaxKeys))
-		if err != nil {
-			return fmt.Errorf("server: store.memory: %w", err)
-		}
-		// What an operator sizes store.memory.max_keys by.
-		err = errors.Join(
-			s.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "floodgate_memory_keys", Help: "Keys the memory store holds, expired ones not yet swept included.",
-			}, func() float64 { return float64(m.Len()) })),
-			s.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "floodgate_memory_evictions_total", Help: "Live keys the memory store evicted to stay within store.memory.max_keys.",
-			}, func() float64 { return float64(m.Evictions()) })),
-		)
-		if err != nil {
-			m.Close()
-			return fmt.Errorf("server: metrics: %w", err)
-		}
-		s.store = m
-		s.closeFns = append(s.closeFns, m.Close)
-		return nil
+	open, ok := storeOpeners[cfg.Store.Type]
+	if !ok { // validation refuses it first
+		return fmt.Errorf("server: unknown store %q", cfg.Store.Type)
 	}
+	return open(s, cfg.Store)
+}
+
+// openMemory opens the memory store and its metrics.
+func (s *Server) openMemory(sc config.Store) error {
+	m, err := memorystore.New(memorystore.WithMaxKeys(sc.Memory.MaxKeys))
+	if err != nil {
+		return fmt.Errorf("server: store.memory: %w", err)
+	}
+	// What an operator sizes store.memory.max_keys by.
+	err = errors.Join(
+		s.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "floodgate_memory_keys", Help: "Keys the memory store holds, expired ones not yet swept included.",
+		}, func() float64 { return float64(m.Len()) })),
+		s.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "floodgate_memory_evictions_total", Help: "Live keys the memory store evicted to stay within store.memory.max_keys.",
+		}, func() float64 { return float64(m.Evictions()) })),
+	)
+	if err != nil {
+		m.Close()
+		return fmt.Errorf("server: metrics: %w", err)
+	}
+	s.store = m
+	s.closeFns = append(s.closeFns, m.Close)
+	return nil
+}
+
+// openRedis connects the Redis store of store.redis.
+func (s *Server) openRedis(sc config.Store) error {
 	client, err := RedisClient(sc.Redis)
 	if err != nil {
 		return err
@@ -78,6 +97,21 @@ func (s *Server) openStore(cfg *config.Config) error {
 	s.ping = func(ctx context.Context) error { return client.Ping(ctx).Err() }
 	s.closeFns = append(s.closeFns, client.Close)
 	return nil
+}
+
+// reductionStores keep capacity reductions in each kind of store
+// (ops.reductions, a config.StoreKinds name; TestEveryStoreKindOpened);
+// nil is the reduce package's default, this process's memory.
+var reductionStores = map[string]func(s *Server, sc config.Store) (reduce.ReductionStore, error){
+	config.StoreMemory: func(*Server, config.Store) (reduce.ReductionStore, error) { return nil, nil },
+	config.StoreRedis: func(s *Server, sc config.Store) (reduce.ReductionStore, error) {
+		client, err := RedisClient(sc.Redis)
+		if err != nil {
+			return nil, err
+		}
+		s.closeFns = append(s.closeFns, client.Close)
+		return reduce.NewRedisReductions(client, sc.Redis.Prefix), nil
+	},
 }
 
 // RedisClient builds the go-redis client for a store.redis section:
