@@ -35,13 +35,16 @@ var layers = []struct {
 	{"the client of rate-limited APIs", []string{"client"}, []string{"", "header"}},
 	{"the modules' internal helpers", []string{"internal/nilcheck", "internal/archtest", "envoyrls/internal/readhead", "rlqs/internal/nilcheck", daemon + "/internal/readhead"}, nil},
 	{"what every store checks of the algorithms", []string{"internal/algset"}, []string{""}},
-	{"what tests share", []string{"internal/testkit", "internal/pgtest", "internal/opstest", "internal/tiertest", daemon + "/internal/testkit", daemon + "/internal/pgtest"},
+	{"what tests share", testSupport,
 		[]string{"", "memorystore", "engine", "header", "clientip", "httplimit", "internal/testkit", daemon + "/internal/testkit"}},
 	{"the runnable examples", []string{"examples/"}, []string{"", "memorystore", "redisstore", "engine", "clientip", "httplimit", "grpclimit"}},
 	{"the daemon's configuration", []string{daemon + "/config"}, []string{"", "clientip", "engine", "envoyrls", "rlqs", "header", "pattern", daemon + "/internal/readhead"}},
 	{"the daemon", []string{daemon, daemon + "/server"}, []string{"", "algorithm", "memorystore", "redisstore", "header", "pattern", "clientip", "engine",
 		"httplimit", "grpclimit", "envoyrls", "rlqs", "tierhttp", "metrics", "ops/", "tier", "client", "secret", daemon + "/"}},
 }
+
+// testSupport are the packages only tests import.
+var testSupport = []string{"internal/testkit", "internal/opstest", "internal/tiertest", "tierhttp/internal/pgtest", daemon + "/internal/testkit", daemon + "/internal/pgtest"}
 
 // in reports whether dir is one of names, a "dir/" entry naming dir's
 // ancestors.
