@@ -18,7 +18,16 @@ ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION} AS build
 WORKDIR /src
+# The go.mod and go.sum of the daemon's module and of the library's modules
+# its replace directives name (docs/ARCHITECTURE.md, "Modules"), so the
+# download is a layer of its own that a change of source keeps.
 COPY go.mod go.sum ./
+COPY envoyrls/go.mod envoyrls/go.sum envoyrls/
+COPY metrics/go.mod metrics/go.sum metrics/
+COPY ops/go.mod ops/go.sum ops/
+COPY rlqs/go.mod rlqs/go.sum rlqs/
+COPY tier/go.mod tier/go.sum tier/
+COPY tierhttp/go.mod tierhttp/go.sum tierhttp/
 COPY cmd/floodgate/go.mod cmd/floodgate/go.sum cmd/floodgate/
 RUN cd cmd/floodgate && go mod download
 COPY . .

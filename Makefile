@@ -37,8 +37,10 @@ test:
 # go.mod and go.sum of every module must be tidy (scripts/tidy-check.sh),
 # and every module's Go files gofmt-clean and staticcheck-clean
 # (scripts/lint.sh, staticcheck pinned there).
-# The library (the root module) and the daemon (cmd/floodgate, a module of
-# its own: docs/ARCHITECTURE.md, "Modules") run with the race detector.
+# The library's modules (the root and those nested in it, scripts/modules.sh
+# library), the daemon (cmd/floodgate) and the gRPC example, each a module
+# of its own (docs/ARCHITECTURE.md, "Modules"), are vetted and run with the
+# race detector.
 # The memory-per-key requirement is measured without the race detector,
 # which skews heap figures; the bench module's one test checks that the
 # peers are configured to the same limit, and its benchmarks compile.
@@ -48,8 +50,9 @@ test-go:
 	@status=0; \
 	GO=$(GO) scripts/tidy-check.sh || status=1; \
 	GO=$(GO) scripts/lint.sh || status=1; \
-	(. /tmp/floodgate-test/env && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
-	(. /tmp/floodgate-test/env && cd cmd/floodgate && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
+	for mod in $$(scripts/modules.sh library) cmd/floodgate examples/envoy/grpcservice; do \
+		(. /tmp/floodgate-test/env && cd $$mod && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 8m ./...) || status=1; \
+	done; \
 	(cd examples/chi && $(GO) vet ./... && $(GO) test -count=1 ./...) || status=1; \
 	$(GO) test -count=1 -run '^TestMemoryPerKey$$' ./memorystore || status=1; \
 	(cd bench && $(GO) vet ./... && $(GO) test -count=1 -run '^(TestSameLimit|TestSimulate)$$' ./...) || status=1; \

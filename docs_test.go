@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,8 +81,9 @@ func contains(hay, needle []string) bool {
 // TestDocSnippets: every Go snippet of README.md and docs/*.md is compiled
 // and run. A whole program (package main) is run in a module of its own by
 // TestReadmeModule; any other snippet must appear, line for line, in an
-// example_test.go of this module, whose Examples go test compiles and runs,
-// or, for a declaration, in the source file that declares it.
+// example_test.go of the library's modules, whose Examples go test
+// compiles and runs (make test runs every module's), or, for a
+// declaration, in the source file that declares it.
 func TestDocSnippets(t *testing.T) {
 	var sources [][]string
 	var names []string
@@ -89,7 +91,7 @@ func TestDocSnippets(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || isModule(path)) {
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || isModule(path) && !slices.Contains(libraryModules, path)) {
 			return filepath.SkipDir
 		}
 		if strings.HasSuffix(path, ".go") && (d.Name() == "example_test.go" || !strings.HasSuffix(path, "_test.go")) {
@@ -126,8 +128,12 @@ func TestDocSnippets(t *testing.T) {
 	}
 }
 
-// isModule reports a directory holding a module of its own (bench, deploy):
-// its files are not built by this module's tests.
+// libraryModules are the library's modules nested in this one
+// (docs/ARCHITECTURE.md, "Modules"; internal/archtest holds the same list).
+var libraryModules = []string{"grpclimit", "envoyrls", "rlqs", "metrics", "ops", "tier", "tierhttp"}
+
+// isModule reports a directory holding a module of its own (bench, deploy,
+// the daemon, and the library's nested modules).
 func isModule(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, "go.mod"))
 	return err == nil

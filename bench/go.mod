@@ -2,12 +2,21 @@ module github.com/floodgate/floodgate/bench
 
 go 1.26.0
 
-replace github.com/floodgate/floodgate => ../
+// The library's modules from this checkout (this module is not released).
+replace (
+	github.com/floodgate/floodgate => ../
+	github.com/floodgate/floodgate/rlqs => ../rlqs
+	github.com/floodgate/floodgate/tier => ../tier
+	github.com/floodgate/floodgate/tierhttp => ../tierhttp
+)
 
 require (
 	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate/floodgate v0.0.0
+	github.com/floodgate/floodgate/rlqs v0.0.0
+	github.com/floodgate/floodgate/tier v0.0.0
+	github.com/floodgate/floodgate/tierhttp v0.0.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1

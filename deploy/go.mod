@@ -2,7 +2,13 @@ module github.com/floodgate/floodgate/deploy
 
 go 1.26.0
 
-replace github.com/floodgate/floodgate => ../
+// The library's modules from this checkout (this module is not released).
+replace (
+	github.com/floodgate/floodgate => ../
+	github.com/floodgate/floodgate/cmd/floodgate => ../cmd/floodgate
+	github.com/floodgate/floodgate/envoyrls => ../envoyrls
+	github.com/floodgate/floodgate/rlqs => ../rlqs
+)
 
 require (
 	gopkg.in/yaml.v3 v3.0.1
@@ -14,6 +20,8 @@ require (
 require (
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.0 // indirect
 	github.com/floodgate/floodgate v0.0.0 // indirect
+	github.com/floodgate/floodgate/envoyrls v0.0.0 // indirect
+	github.com/floodgate/floodgate/rlqs v0.0.0 // indirect
 )
 
 require (
@@ -52,5 +60,3 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
-
-replace github.com/floodgate/floodgate/cmd/floodgate => ../cmd/floodgate

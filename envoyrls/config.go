@@ -16,7 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/internal/readhead"
+	"github.com/floodgate/floodgate/envoyrls/internal/readhead"
 )
 
 // ErrInvalid marks every configuration error; errors.Is(err, ErrInvalid)

@@ -32,9 +32,9 @@ import (
 	"github.com/floodgate/floodgate/clientip"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/internal/refusallog"
-	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/pattern"
+	"github.com/floodgate/floodgate/refusallog"
+	"github.com/floodgate/floodgate/secret"
 )
 
 // KeyFunc returns a call's partition key. An error that is a gRPC status

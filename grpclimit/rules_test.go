@@ -20,10 +20,10 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/grpclimit"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/secret"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/pattern"
+	"github.com/floodgate/floodgate/secret"
 )
 
 // Info is what the middleware knows of a request when a KeyPart runs.

@@ -17,9 +17,9 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/internal/nilcheck"
-	"github.com/floodgate/floodgate/internal/refusallog"
-	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/pattern"
+	"github.com/floodgate/floodgate/refusallog"
+	"github.com/floodgate/floodgate/secret"
 )
 
 // Reject is an error a Plan func returns to refuse a request with its own

@@ -1,6 +1,6 @@
 package httplimit
 
-import "github.com/floodgate/floodgate/internal/refusallog"
+import "github.com/floodgate/floodgate/refusallog"
 
 // DefaultRefusalLogInterval is how often at most one key's refusals of one
 // rule are logged (Config.RefusalLogInterval).

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/internal/nilcheck"
+	"github.com/floodgate/floodgate/rlqs/internal/nilcheck"
 )
 
 // Defaults of Options.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the library's and the daemon's modules for
+# Runs every fuzz target of the library's and the daemon's modules
+# (scripts/modules.sh released) for
 # FUZZTIME each (default 20s). The targets are found by
 # `go test -list '^Fuzz' ./...` in each, so a new one is run without being
 # named here. Fails on the first target that finds a
@@ -9,7 +10,8 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-20s}
 # -list prints a package's matching names, then "ok  <package>  <time>".
-targets=$(for mod in . cmd/floodgate; do
+modules=$(scripts/modules.sh released)
+targets=$(for mod in $modules; do
   "$GO" -C "$mod" test -list '^Fuzz' ./... | awk -v mod="$mod" '
     /^Fuzz/ { names[n++] = $1; next }
     /^ok/   { for (i = 0; i < n; i++) print mod, $2, names[i]; n = 0 }'

@@ -5,8 +5,9 @@
 #
 # run from an empty GOPATH against a release of this checkout played into
 # a scratch repository: its files (committed or not, as git would see
-# them) are committed there, scripts/release.sh tags v0.99.0, and git
-# rewrites the module's address to that repository for the go command
+# them) are committed there, scripts/release.sh tags v0.99.0 (the library's
+# modules and the daemon's), and git rewrites their address to that
+# repository for the go command
 # (GIT_CONFIG_*; GOPRIVATE sends the go command to git for it). Every other
 # module comes from this machine's module cache, else the module proxy.
 # Passes when the installed binary reports the release's version.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The lint gate of `make test`: every module's Go files are gofmt-clean and
-# pass staticcheck. staticcheck is installed, at the pinned version, into a
+# The lint gate of `make test`: every module's Go files (scripts/modules.sh
+# all) are gofmt-clean and pass staticcheck. staticcheck is installed, at the pinned version, into a
 # cache directory outside the repository when it is missing there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,8 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   status=1
 fi
-for dir in . cmd/floodgate bench deploy examples/chi; do
+modules=$(scripts/modules.sh all)
+for dir in $modules; do
   (cd "$dir" && "$bin/staticcheck" ./...) || { echo "staticcheck found the above in $dir" >&2; status=1; }
 done
 exit $status

@@ -133,7 +133,7 @@ func TestStatic(t *testing.T) {
 func TestCacheTTL(t *testing.T) {
 	src := newFake()
 	src.set("k", free, nil)
-	clk := newClock()
+	clk := tiertest.NewClock()
 	c := tier.NewCache(src, tier.CacheOptions{TTL: time.Minute, NegativeTTL: 5 * time.Second, Now: clk.Now})
 	ctx := context.Background()
 	look := func(key string) error {
@@ -252,7 +252,7 @@ func TestCacheCallerGivesUp(t *testing.T) {
 func TestCacheBounded(t *testing.T) {
 	for _, max := range []int{10, 1000, 5000} {
 		src := newFake()
-		clk := newClock()
+		clk := tiertest.NewClock()
 		c := tier.NewCache(src, tier.CacheOptions{MaxEntries: max, Now: clk.Now})
 		for i := range 3 * max {
 			src.set(fmt.Sprint(i), free, nil)
@@ -271,8 +271,8 @@ func TestCacheOutage(t *testing.T) {
 	src := newFake()
 	src.set("warm", free, nil)
 	src.set("old", free, nil)
-	clk := newClock()
-	logs := &logRecorder{}
+	clk := tiertest.NewClock()
+	logs := &tiertest.Logs{}
 	c := tier.NewCache(src, tier.CacheOptions{TTL: time.Minute, MaxStale: time.Hour, RetryInterval: time.Second, Now: clk.Now, Logger: slog.New(logs)})
 	ctx := context.Background()
 	look := func(key string) error {
@@ -302,7 +302,7 @@ func TestCacheOutage(t *testing.T) {
 	if !st.Down || st.Outages != 1 || st.Failures != 1 || st.Queries != 3 || st.Stale != 50 {
 		t.Fatalf("stats %+v, want down, 1 outage, 1 failure, 3 queries, 50 stale", st)
 	}
-	if n := logs.count("unavailable"); n != 1 {
+	if n := logs.Count("unavailable"); n != 1 {
 		t.Fatalf("%d outage log records for 150 lookups, want 1", n)
 	}
 	clk.Add(time.Second)
@@ -322,22 +322,22 @@ func TestCacheOutage(t *testing.T) {
 	if err := look("old"); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}
-	if st := c.Stats(); st.Down || st.Outages != 1 || logs.count("recovered") != 1 {
-		t.Fatalf("after recovery: %+v, %d recovery records", st, logs.count("recovered"))
+	if st := c.Stats(); st.Down || st.Outages != 1 || logs.Count("recovered") != 1 {
+		t.Fatalf("after recovery: %+v, %d recovery records", st, logs.Count("recovered"))
 	}
 }
 
 func TestCacheInvalidTier(t *testing.T) {
 	src := newFake()
 	src.set("k", tier.Entry{}, fmt.Errorf("%w %q: no policies", tier.ErrInvalidTier, "free"))
-	logs := &logRecorder{}
+	logs := &tiertest.Logs{}
 	c := tier.NewCache(src, tier.CacheOptions{Logger: slog.New(logs)})
 	for range 5 {
 		if _, err := c.Lookup(context.Background(), tier.HashKey("k")); !errors.Is(err, tier.ErrInvalidTier) {
 			t.Fatalf("err %v", err)
 		}
 	}
-	if st := c.Stats(); src.queries.Load() != 1 || st.Down || logs.count("unusable tier") != 1 {
+	if st := c.Stats(); src.queries.Load() != 1 || st.Down || logs.Count("unusable tier") != 1 {
 		t.Fatalf("%d queries, stats %+v, want 1 query, source up, one log record", src.queries.Load(), st)
 	}
 }

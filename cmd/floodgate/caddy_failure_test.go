@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // TestCaddyFailureModes runs examples/caddy/Caddyfile in a real Caddy

@@ -2,10 +2,18 @@ module github.com/floodgate/floodgate/cmd/floodgate
 
 go 1.26.0
 
-// The library, from this repository. A release replaces this line with a
-// requirement of the library's tag (scripts/release.sh), since `go install
-// …@version` refuses a module whose go.mod has a replace directive.
-replace github.com/floodgate/floodgate => ../..
+// The library's modules from this checkout. A release requires their tags
+// instead (scripts/release.sh), since `go install …@version` refuses a
+// module with replace directives and a module's users ignore them.
+replace (
+	github.com/floodgate/floodgate => ../..
+	github.com/floodgate/floodgate/envoyrls => ../../envoyrls
+	github.com/floodgate/floodgate/metrics => ../../metrics
+	github.com/floodgate/floodgate/ops => ../../ops
+	github.com/floodgate/floodgate/rlqs => ../../rlqs
+	github.com/floodgate/floodgate/tier => ../../tier
+	github.com/floodgate/floodgate/tierhttp => ../../tierhttp
+)
 
 require (
 	github.com/chromedp/cdproto v0.159.0
@@ -14,6 +22,12 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.0
 	github.com/floodgate/floodgate v0.0.0
+	github.com/floodgate/floodgate/envoyrls v0.0.0
+	github.com/floodgate/floodgate/metrics v0.0.0
+	github.com/floodgate/floodgate/ops v0.0.0
+	github.com/floodgate/floodgate/rlqs v0.0.0
+	github.com/floodgate/floodgate/tier v0.0.0
+	github.com/floodgate/floodgate/tierhttp v0.0.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // wrkScript cycles an X-Key header over 10 values and counts, per thread,

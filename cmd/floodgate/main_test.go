@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // binary is the floodgate command built once for the tests that run it as

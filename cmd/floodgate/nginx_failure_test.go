@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // failClosed turns examples/nginx/floodgate.conf's @floodgate_down, or

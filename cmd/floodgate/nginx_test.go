@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // TestNginxAuthRequest puts a real nginx in front of an app, asking

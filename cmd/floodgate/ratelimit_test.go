@@ -32,7 +32,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // egNode is the node ID Envoy Gateway gives its rate limit Deployment.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // envOf is a lookup over a list of NAME=value, as os.Environ gives.

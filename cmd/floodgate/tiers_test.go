@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/internal/pgtest"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/pgtest"
 	"os"
 	"os/exec"
 	"path/filepath"

@@ -2,7 +2,7 @@ module github.com/floodgate/floodgate/examples/chi
 
 go 1.26.0
 
-// The example runs against the library in this repository.
+// The library's modules from this checkout (this module is not released).
 replace github.com/floodgate/floodgate => ../..
 
 require (

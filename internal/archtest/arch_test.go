@@ -12,33 +12,58 @@ import (
 
 const module = "github.com/floodgate/floodgate"
 
-// pkg is one package of the module as `go list` reports it, with paths
-// relative to the module ("" for the root package).
+// pkg is one package of the repository's modules as `go list` reports
+// it, with paths relative to the root module ("" for the root package).
 type pkg struct {
-	dir     string
-	imports []string // direct, relative for the module's own
-	deps    []string // transitive, likewise
+	dir         string
+	imports     []string // direct, relative for the modules' own
+	deps        []string // transitive, likewise
+	testImports []string // of its tests, in-package and external
 }
 
 // daemon is the directory of the daemon's module, which holds the daemon's
-// packages and requires the library's (the root module) like any user.
+// packages and requires the library's modules like any user.
 const daemon = "cmd/floodgate"
 
-// listPackages lists the packages of the library's module and of the
-// daemon's, keyed by directory.
+// modules are the directories of the modules whose packages are placed in
+// layers: the library's (the root module and those nested in it, docs/
+// ARCHITECTURE.md "Modules"), the daemon's and the gRPC example's. bench,
+// deploy and examples/chi are modules of their own outside the layers.
+var modules = []string{"", "grpclimit", "envoyrls", "rlqs", "metrics", "ops", "tier", "tierhttp", daemon, "examples/envoy/grpcservice"}
+
+// libraryModules are the modules a library user may require.
+var libraryModules = modules[:8]
+
+// moduleOf returns the module holding the package in dir: the longest of
+// modules that is dir or a parent of it.
+func moduleOf(dir string) string {
+	best := ""
+	for _, m := range modules {
+		if m != "" && under(dir, m) && len(m) > len(best) {
+			best = m
+		}
+	}
+	return best
+}
+
+// listPackages lists the packages of every module of modules, keyed by
+// directory.
 func listPackages(t *testing.T) map[string]pkg {
 	t.Helper()
 	pkgs := map[string]pkg{}
-	for _, m := range []struct{ dir, pattern string }{{"../..", module + "/..."}, {"../../" + daemon, module + "/" + daemon + "/..."}} {
-		cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", m.pattern)
-		cmd.Dir = m.dir
+	for _, m := range modules {
+		cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}\t{{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
+		cmd.Dir = "../../" + m
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("go list %s: %v", m.pattern, err)
+			t.Fatalf("go list ./... in %s: %v", name(m), err)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 			f := strings.Split(line, "\t")
-			p := pkg{dir: rel(f[0]), imports: rels(f[1]), deps: rels(f[2])}
+			if len(f) != 4 {
+				t.Fatalf("go list in %s: %q", name(m), line)
+			}
+			p := pkg{dir: rel(f[0]), imports: rels(f[1]), deps: rels(f[2]), testImports: rels(f[3])}
 			pkgs[p.dir] = p
 		}
 	}
@@ -191,7 +216,7 @@ func sortedKeys(m map[string]pkg) []string {
 var mapEntry = regexp.MustCompile(`^  ([a-z0-9_/]+)/\s`)
 
 // TestPackageMap: the map in docs/ARCHITECTURE.md lists every package of
-// the library's and the daemon's modules (examples/ stands for the runnable
+// the library's modules and the daemon's (examples/ stands for the runnable
 // examples under it; bench/ and deploy/ are modules of their own) and
 // nothing that is not one.
 func TestPackageMap(t *testing.T) {

@@ -24,23 +24,27 @@ var layers = []struct {
 	{"a Store over a Store: local leases of hot keys", []string{"lease"}, []string{"", "internal/nilcheck"}},
 	{"the stores' conformance suites", []string{"storetest"}, []string{"", "algorithm"}},
 	{"formats and matching without a door", []string{"header", "pattern", "clientip"}, []string{""}},
+	{"what every door shares: a secret's ID and comparison, bounded refusal records", []string{"secret", "refusallog"}, nil},
 	{"the engine", []string{"engine"}, []string{"", "header", "internal/nilcheck"}},
 	{"the doors", []string{"httplimit", "grpclimit", "envoyrls", "tierhttp"},
 		[]string{"", "engine", "header", "pattern", "clientip", "tier", "httplimit",
-			"internal/nilcheck", "internal/readhead", "internal/refusallog", "internal/secret"}},
-	{"Envoy's rate limit quota service on a Store, and its reference client", []string{"rlqs", "rlqs/rlqsclient"}, []string{"", "internal/nilcheck"}},
-	{"the engine's observers and capacity", []string{"metrics", "ops/"}, []string{"", "engine", "header", "httplimit", "ops/", "internal/secret"}},
+			"internal/nilcheck", "envoyrls/internal/readhead", "refusallog", "secret"}},
+	{"Envoy's rate limit quota service on a Store, and its reference client", []string{"rlqs", "rlqs/rlqsclient"}, []string{"", "rlqs/internal/nilcheck"}},
+	{"the engine's observers and capacity", []string{"metrics", "ops/"}, []string{"", "engine", "header", "httplimit", "ops/", "secret"}},
 	{"API-key tiers as data", []string{"tier"}, []string{"", "header"}},
 	{"the client of rate-limited APIs", []string{"client"}, []string{"", "header"}},
-	{"the library's internal helpers", []string{"internal/nilcheck", "internal/readhead", "internal/refusallog", "internal/secret", "internal/archtest"}, nil},
+	{"the modules' internal helpers", []string{"internal/nilcheck", "internal/archtest", "envoyrls/internal/readhead", "rlqs/internal/nilcheck", daemon + "/internal/readhead"}, nil},
 	{"what every store checks of the algorithms", []string{"internal/algset"}, []string{""}},
-	{"what tests share", []string{"internal/testkit", "internal/pgtest", "internal/opstest", "internal/tiertest"},
-		[]string{"", "memorystore", "engine", "header", "clientip", "httplimit", "internal/testkit"}},
+	{"what tests share", testSupport,
+		[]string{"", "memorystore", "engine", "header", "clientip", "httplimit", "internal/testkit", daemon + "/internal/testkit"}},
 	{"the runnable examples", []string{"examples/"}, []string{"", "memorystore", "redisstore", "engine", "clientip", "httplimit", "grpclimit"}},
-	{"the daemon's configuration", []string{daemon + "/config"}, []string{"", "clientip", "engine", "envoyrls", "rlqs", "header", "pattern", "internal/readhead"}},
+	{"the daemon's configuration", []string{daemon + "/config"}, []string{"", "clientip", "engine", "envoyrls", "rlqs", "header", "pattern", daemon + "/internal/readhead"}},
 	{"the daemon", []string{daemon, daemon + "/server"}, []string{"", "algorithm", "memorystore", "redisstore", "header", "pattern", "clientip", "engine",
-		"httplimit", "grpclimit", "envoyrls", "rlqs", "tierhttp", "metrics", "ops/", "tier", "client", "internal/secret", daemon + "/"}},
+		"httplimit", "grpclimit", "envoyrls", "rlqs", "tierhttp", "metrics", "ops/", "tier", "client", "secret", daemon + "/"}},
 }
+
+// testSupport are the packages only tests import.
+var testSupport = []string{"internal/testkit", "internal/opstest", "internal/tiertest", "tierhttp/internal/pgtest", daemon + "/internal/testkit", daemon + "/internal/pgtest"}
 
 // in reports whether dir is one of names, a "dir/" entry naming dir's
 // ancestors.

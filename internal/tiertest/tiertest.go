@@ -1,15 +1,18 @@
 // Package tiertest holds what the tests of API-key tiers share (packages
-// tier and tierhttp): a SaaS API behind an IP guard and a tier plan, and
-// helpers to call it and read its refusals.
+// tier and tierhttp): a SaaS API behind an IP guard and a tier plan,
+// helpers to call it and read its refusals, a settable clock and a log
+// handler that keeps messages.
 package tiertest
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,4 +91,56 @@ func Want401(t testing.TB, rec *httptest.ResponseRecorder, code string) {
 	if !strings.HasSuffix(p.Type, ":"+code) || p.Status != 401 || p.Title == "" || p.Detail == "" {
 		t.Fatalf("problem %+v, want type …:%s, status 401, a title and a detail", p, code)
 	}
+}
+
+// Clock is a settable time for cache expiry, so tests need not wait a TTL.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a Clock reading 1 January 2025, 00:00 UTC.
+func NewClock() *Clock { return &Clock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Logs is an slog.Handler keeping each record's message.
+type Logs struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *Logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *Logs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.msgs = append(l.msgs, r.Message)
+	l.mu.Unlock()
+	return nil
+}
+func (l *Logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *Logs) WithGroup(string) slog.Handler      { return l }
+
+// Count returns how many messages contain s.
+func (l *Logs) Count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.msgs {
+		if strings.Contains(m, s) {
+			n++
+		}
+	}
+	return n
 }

@@ -14,11 +14,11 @@ import (
 
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/internal/secret"
 	"github.com/floodgate/floodgate/ops/detect"
 	"github.com/floodgate/floodgate/ops/reduce"
 	"github.com/floodgate/floodgate/ops/stats"
 	"github.com/floodgate/floodgate/ops/top"
+	"github.com/floodgate/floodgate/secret"
 )
 
 //go:embed dashboard

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/floodgate/floodgate/internal/readhead"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/readhead"
 	"gopkg.in/yaml.v3"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/internal/secret"
+	"github.com/floodgate/floodgate/secret"
 )
 
 // CheckRequest is one check of POST /v1/check.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/header"
-	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // TestAnswerLength: every answer of the decision API states its length,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // TestForwardAuthStoreDown: with the store down (nothing listens on port

@@ -16,11 +16,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/internal/opstest"
-	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/ops/admin"
 	"github.com/floodgate/floodgate/ops/detect"
 	"github.com/floodgate/floodgate/ops/reduce"
@@ -134,24 +133,24 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Fatalf("FLOODGATE_TEST_CHROMIUM=%s: %v; scripts/services-up.sh installs Chromium", chrome, err)
 	}
 
-	clk := opstest.NewClock()
+	clk := newTestClock()
 	stats := stats.NewStats(stats.Config{Now: clk.Now})
 	top := top.NewOffenders(top.OffendersConfig{Now: clk.Now})
 	det, err := detect.NewDetector(detect.DetectorConfig{
 		Rules:  map[string]detect.AbuseRule{"api": {Threshold: 70, Window: time.Minute, Block: 2 * time.Minute}},
-		Logger: opstest.Quiet,
+		Logger: quiet,
 		Now:    clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	red := reduce.NewReductions(reduce.ReductionsConfig{Store: reduce.NewMemoryReductions(clk.Now), Logger: opstest.Quiet, Now: clk.Now, Refresh: time.Hour})
+	red := reduce.NewReductions(reduce.ReductionsConfig{Store: reduce.NewMemoryReductions(clk.Now), Logger: quiet, Now: clk.Now, Refresh: time.Hour})
 	defer red.Close()
-	srv := opstest.ServeMW(t, httplimit.Config{
-		Engine: opstest.Engine(t, engine.Config{Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red}),
+	srv := serveBehindXFF(t, httplimit.Config{
+		Engine: newEngine(t, engine.Config{Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red}),
 		Rules: []httplimit.Rule{
-			{Rule: engine.Rule{Name: "api", Policies: []floodgate.Policy{opstest.LogPol("api", 100)}}, Pattern: "/api/"},
-			{Rule: engine.Rule{Name: "login", Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowLog, Quota: 5, Window: time.Minute}}}, Pattern: "POST /login"},
+			{Pattern: "/api/", Rule: engine.Rule{Name: "api", Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.SlidingWindowLog, Quota: 100, Window: time.Hour}}}},
+			{Pattern: "POST /login", Rule: engine.Rule{Name: "login", Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowLog, Quota: 5, Window: time.Minute}}}},
 		},
 	})
 	admin := httptest.NewServer(admin.NewAdmin(admin.Config{Detector: det, Offenders: top, Stats: stats, Reductions: red}))

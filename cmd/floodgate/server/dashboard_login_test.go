@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // TestDashboardLoginBrowser: with admin.token set, Debian's Chromium asked

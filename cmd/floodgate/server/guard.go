@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/internal/secret"
+	"github.com/floodgate/floodgate/secret"
 )
 
 // adminAccess is what a request's admin credentials allow.

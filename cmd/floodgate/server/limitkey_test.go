@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // TestLimitsByIdentity: an operator finds a client's counters under a

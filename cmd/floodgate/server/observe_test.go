@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 func scrape(t *testing.T, f *fixture) string {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 const redisConfig = `

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // TestRedisLogsThroughSlog: with Redis down, go-redis's own complaints

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
-	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 // callersConfig is baseConfig with two API callers: "login-app" may check

@@ -21,9 +21,9 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/header"
-	"github.com/floodgate/floodgate/internal/testkit"
 )
 
 // baseConfig has every face on loopback ports the system picks; %s is the

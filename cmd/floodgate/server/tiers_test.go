@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate/internal/pgtest"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/pgtest"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/header"
-	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/tier"
 )
 

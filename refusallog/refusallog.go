@@ -1,7 +1,8 @@
 // Package refusallog bounds the log records of refusals (REQUIREMENTS O1)
 // for every door: one record per rule and key per interval, counting the
 // refusals held back, so that an attack is a few lines, not one per
-// request.
+// request. It is exported for the doors in modules of their own (grpclimit)
+// and for a door of your own.
 package refusallog
 
 import (

@@ -1,6 +1,8 @@
 // Package secret compares secrets (admin tokens, bypass tokens) in a time
 // that tells an attacker nothing about them, their length included, and
-// names an API key by a digest that the doors store in its place.
+// names an API key by a digest that the doors store in its place. It is
+// exported so that every door, the daemon and a door of your own, in
+// whatever module, name a key by the same ID (tier sources store it).
 package secret
 
 import (

@@ -1,4 +1,4 @@
-package tier_test
+package tierhttp_test
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/internal/pgtest"
 	"github.com/floodgate/floodgate/internal/tiertest"
 	"github.com/floodgate/floodgate/tier"
 	"github.com/floodgate/floodgate/tierhttp"
+	"github.com/floodgate/floodgate/tierhttp/internal/pgtest"
 )
 
 // testDB creates a database of its own on the PostgreSQL that
@@ -149,6 +149,10 @@ func addKey(t *testing.T, db tier.DB, tenant, tierName string) string {
 	return k.Secret
 }
 
+// TestPostgres: package tier's PostgreSQL source (migrations, tiers, keys,
+// revocation, outages) end to end behind the plan. It is tierhttp's test,
+// not tier's, because tier's module cannot require tierhttp's, which
+// requires it.
 func TestPostgres(t *testing.T) {
 	pool, px, lookups := testDB(t)
 	ctx := context.Background()
@@ -173,8 +177,8 @@ func TestPostgres(t *testing.T) {
 		t.Fatalf("rows holding a plaintext key: %d, %v", plain, err)
 	}
 
-	clk := newClock()
-	logs := &logRecorder{}
+	clk := tiertest.NewClock()
+	logs := &tiertest.Logs{}
 	cache := tier.NewCache(tier.NewPostgres(pool), tier.CacheOptions{
 		TTL: time.Minute, NegativeTTL: 5 * time.Second, Now: clk.Now, Logger: slog.New(logs),
 	})
@@ -306,7 +310,7 @@ func TestPostgres(t *testing.T) {
 		if !st.Down || st.Outages != 1 || st.Failures-before.Failures != 1 || st.Stale-before.Stale != 20 {
 			t.Fatalf("stats %+v (before %+v): want down, 1 outage, 1 failed query, 20 stale answers", st, before)
 		}
-		if n := logs.count("unavailable"); n != 1 {
+		if n := logs.Count("unavailable"); n != 1 {
 			t.Fatalf("%d outage log records for 80 requests, want 1", n)
 		}
 
@@ -315,7 +319,7 @@ func TestPostgres(t *testing.T) {
 		if c := tiertest.Call(h, "X-API-Key", warmKey).Code; c != 200 {
 			t.Fatalf("after recovery: %d", c)
 		}
-		if st := cache.Stats(); st.Down || logs.count("recovered") != 1 {
+		if st := cache.Stats(); st.Down || logs.Count("recovered") != 1 {
 			t.Fatalf("after recovery: %+v", st)
 		}
 		t.Logf("outage: %d failed queries, %d stale answers, 1 log record", st.Failures-before.Failures, st.Stale-before.Stale)
