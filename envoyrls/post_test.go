@@ -2,12 +2,16 @@ package envoyrls
 
 import (
 	"context"
+	"os"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate/floodgate"
 )
@@ -152,4 +156,82 @@ func TestEnvoyGatewayTokens(t *testing.T) {
 		f.advance(10 * time.Second) // the minute's window ends with its debt
 		expect(t, call("alice", 0), ok, ok, 20_000, ok, 966_000)
 	})
+}
+
+// usageBlock is the ```yaml block of docs/USAGE.md that starts with head.
+func usageBlock(t *testing.T, head string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/USAGE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	start := strings.Index(text, "```yaml\n"+head)
+	if start < 0 {
+		t.Fatalf("docs/USAGE.md has no yaml block starting %q", head)
+	}
+	block := text[start+len("```yaml\n"):]
+	return block[:strings.Index(block, "```")]
+}
+
+// TestUsageDocEnvoyGateway: docs/USAGE.md's file form of the rules is
+// what FromProto makes of envoyGateway(), post_charge aside, and its
+// BackendTrafficPolicy has envoyGateway()'s limits, each checked at the
+// request (cost 0) and charged from the response's metadata.
+func TestUsageDocEnvoyGateway(t *testing.T) {
+	var btp struct {
+		Spec struct {
+			RateLimit struct {
+				Global struct {
+					Rules []struct {
+						Limit struct {
+							Requests uint32
+							Unit     string
+						}
+						Cost struct {
+							Request struct {
+								From   string
+								Number *int
+							}
+							Response struct {
+								From     string
+								Metadata struct{ Namespace, Key string }
+							}
+						}
+					}
+				}
+			} `yaml:"rateLimit"`
+		}
+	}
+	dec := yaml.NewDecoder(strings.NewReader(usageBlock(t, "apiVersion: aigateway.envoyproxy.io/v1alpha1\nkind: AIGatewayRoute\n")))
+	for len(btp.Spec.RateLimit.Global.Rules) == 0 {
+		if err := dec.Decode(&btp); err != nil {
+			t.Fatalf("docs/USAGE.md's BackendTrafficPolicy: %v", err)
+		}
+	}
+	rules := btp.Spec.RateLimit.Global.Rules
+	limits := envoyGateway().Descriptors[0].Descriptors
+	if len(rules) != len(limits) {
+		t.Fatalf("%d rules in the BackendTrafficPolicy, %d limits in envoyGateway()", len(rules), len(limits))
+	}
+	for i, r := range rules {
+		p := limits[i].RateLimit
+		if r.Limit.Requests != p.RequestsPerUnit || !strings.EqualFold(r.Limit.Unit, p.Unit.String()) ||
+			r.Cost.Request.From != "Number" || r.Cost.Request.Number == nil || *r.Cost.Request.Number != 0 ||
+			r.Cost.Response.From != "Metadata" || r.Cost.Response.Metadata.Key != "llm_total_token" {
+			t.Errorf("rule %d: %+v, want %d per %v", i, r, p.RequestsPerUnit, p.Unit)
+		}
+	}
+	got, err := Parse("USAGE.md", []byte(usageBlock(t, "domain: default/eg/http\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := FromProto(envoyGateway())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.File = want.File
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("docs/USAGE.md's rules differ from Envoy Gateway's:\n%+v\n%+v", got.Descriptors[0], want.Descriptors[0])
+	}
 }
