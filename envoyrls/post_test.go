@@ -88,6 +88,9 @@ func TestPostChargeBesideOtherLimits(t *testing.T) {
 		expect(t, f.llm(t, addend(desc("user=bob"), 1001)), over, over, 0)
 		expect(t, f.llm(t, addend(desc("user=bob"), 0), desc("plain=p")), over, over, 0, ok, 3)
 		expect(t, f.llm(t, desc("plain=p")), ok, ok, 2)
+		// So does a post-charged cost past the limit.
+		expect(t, f.llm(t, addend(desc("user=bob"), 5), desc("plain=r")), over, over, 0, ok, 3)
+		expect(t, f.llm(t, desc("plain=r")), ok, ok, 2)
 		// A cost reported at the stream's end is counted even when
 		// another limit of the call refuses; that one spends nothing.
 		expect(t, f.llm(t, desc("plain=p")), ok, ok, 1)
