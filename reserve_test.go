@@ -3,6 +3,7 @@ package floodgate_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,5 +72,43 @@ func TestReserveSettle(t *testing.T) {
 	}
 	if _, err := reserve(0).Settle(ctx, floodgate.Cost{Requests: -1}); !errors.Is(err, floodgate.ErrInvalidCost) {
 		t.Fatalf("negative actual: %v", err)
+	}
+}
+
+// countingStore counts the Takes that reach the store.
+type countingStore struct {
+	floodgate.Store
+	calls atomic.Int64
+}
+
+func (s *countingStore) Take(ctx context.Context, key string, cost floodgate.Cost, policies []floodgate.Policy, results []floodgate.Result) error {
+	s.calls.Add(1)
+	return s.Store.Take(ctx, key, cost, policies, results)
+}
+
+// TestSettleCalls: a reservation takes one store call, and its settlement
+// one more, none when the actual cost is the estimate (docs/USAGE.md).
+func TestSettleCalls(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(storetest.Epoch)
+	s := &countingStore{Store: newMemory(t, clock.Now)}
+	p := floodgate.Policy{Name: "tokens", Algorithm: floodgate.FixedWindow, Quota: 10, Window: time.Hour}
+	l, err := floodgate.NewLimiter(s, []floodgate.Policy{p}, floodgate.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ est, act, calls int64 }{{3, 3, 1}, {3, 5, 2}, {3, 1, 2}, {3, 0, 2}} {
+		s.calls.Store(0)
+		r, err := l.Reserve(ctx, "k", floodgate.Cost{Requests: c.est})
+		if err != nil || !r.Decision.Allowed {
+			t.Fatalf("reserve %d: %+v, %v", c.est, r.Decision, err)
+		}
+		if _, err := r.Settle(ctx, floodgate.Cost{Requests: c.act}); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.calls.Load(); got != c.calls {
+			t.Errorf("reserve %d, settle %d: %d store calls, want %d", c.est, c.act, got, c.calls)
+		}
+		clock.Advance(time.Hour)
 	}
 }

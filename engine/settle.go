@@ -40,3 +40,29 @@ func (o *Outcome) Settle(ctx context.Context, charged, actual floodgate.Cost, at
 	}
 	return nil
 }
+
+// Post counts cost on the rule's own rate policies for key whatever is
+// left (as a floodgate.Post of at most floodgate.MaxPost in each unit): a
+// cost reported once the work is done, such as the tokens an answer
+// used, which a key past its quota then owes as debt. It takes no slot,
+// does not ask the Blocker and reports no Event: the request it charges
+// was decided before. Its Verdict is Allowed, with each policy's
+// standing after the charge, or Unavailable (Err says why) when the store
+// fails under FailClosed; under FailOpen the Outcome is Degraded and
+// nothing was counted.
+func (c *Compiled) Post(ctx context.Context, key string, cost floodgate.Cost) Outcome {
+	out := Outcome{Summary: -1}
+	if c.static == nil || c.static.limiter == nil {
+		return out
+	}
+	out.Field = c.static.field
+	d, err := c.static.limiter.TakeCost(ctx, BoundKey(key), floodgate.PostCharge(floodgate.Cost{}, cost))
+	if err != nil {
+		out.Verdict, out.Err = Unavailable, err
+		return out
+	}
+	out.Degraded = d.Degraded
+	out.rates = d.Results
+	out.summarize()
+	return out
+}

@@ -34,6 +34,11 @@ const maxDepth = 32
 // them. It holds no engine state: Compile readies it.
 type Config struct {
 	Domains []*Domain
+	// PostCharge names the domains whose every limit is post-charged, as
+	// RateLimit.PostCharge makes one limit; "*" names every domain. It is
+	// how limits that reach Floodgate over xDS, whose protos have no such
+	// field, count the costs Envoy reports at the end of a stream.
+	PostCharge []string
 }
 
 // Domain is one file's content: a domain and its descriptor tree, in
@@ -88,6 +93,12 @@ type RateLimit struct {
 	// fail-open or fail-to-local; unset, a store failure is a gRPC
 	// UNAVAILABLE error and Envoy's failure_mode_deny decides.
 	FailureMode string `yaml:"failure_mode"`
+	// PostCharge counts every hit, as envoyproxy/ratelimit does: a cost
+	// that does not fit what is left is counted anyway, leaving the key in
+	// debt, and answered OVER_LIMIT; a check (hits_addend 0) is OVER_LIMIT
+	// while not one unit is left. For the costs Envoy reports when a
+	// stream ends (apply_on_stream_done), which must never be dropped.
+	PostCharge bool `yaml:"post_charge"`
 }
 
 // Replace names a limit that a matching descriptor's limit replaces.

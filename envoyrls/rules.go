@@ -19,6 +19,7 @@ import (
 // compiles new Rules.
 type Rules struct {
 	domains map[string]*level
+	post    map[string]bool // the domains of Config.PostCharge; "*" every one
 	eng     *engine.Engine
 	fm      floodgate.FailureMode
 	// overrides holds the limits of requests' own RateLimitDescriptor.limit,
@@ -35,6 +36,7 @@ const maxOverrides = 1024
 type overrideKey struct {
 	perUnit uint32
 	unit    rlsv3.RateLimitResponse_RateLimit_Unit
+	post    bool // in a domain of Config.PostCharge
 }
 
 // level is one depth of a descriptor tree, as envoyproxy/ratelimit holds
@@ -67,6 +69,7 @@ type limit struct {
 	unlimited bool
 	shadow    bool
 	quota     bool // quota_mode: never refuses the request
+	post      bool // post-charged: every hit counts (RateLimit.PostCharge)
 	name      string
 	replaces  []string
 	// errorOnFailure: no failure_mode was set, so a failing store is a
@@ -82,9 +85,12 @@ type limit struct {
 // answers Unavailable under FailClosed, and the service then returns a
 // gRPC error).
 func Compile(eng *engine.Engine, cfg *Config, defaultFailure floodgate.FailureMode) (*Rules, error) {
-	r := &Rules{domains: map[string]*level{}, eng: eng, fm: defaultFailure, overrides: map[overrideKey]*limit{}}
+	r := &Rules{domains: map[string]*level{}, post: map[string]bool{}, eng: eng, fm: defaultFailure, overrides: map[overrideKey]*limit{}}
+	for _, d := range cfg.PostCharge {
+		r.post[d] = true
+	}
 	for _, d := range cfg.Domains {
-		lv, err := compileLevel(eng, d.Descriptors, d.Domain, defaultFailure)
+		lv, err := compileLevel(eng, d.Descriptors, d.Domain, compiling{defaultFailure, r.posts(d.Domain)})
 		if err != nil {
 			return nil, fmt.Errorf("envoyrls: %s: %w", d.File, err)
 		}
@@ -96,7 +102,16 @@ func Compile(eng *engine.Engine, cfg *Config, defaultFailure floodgate.FailureMo
 	return r, nil
 }
 
-func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, fm floodgate.FailureMode) (*level, error) {
+// compiling is what a domain's limits take from outside their files.
+type compiling struct {
+	fm   floodgate.FailureMode // of limits that set no failure_mode
+	post bool                  // every limit is post-charged (Config.PostCharge)
+}
+
+// posts reports whether Config.PostCharge names domain.
+func (r *Rules) posts(domain string) bool { return r.post[domain] || r.post["*"] }
+
+func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, cc compiling) (*level, error) {
 	if len(ds) == 0 {
 		return nil, nil
 	}
@@ -109,13 +124,13 @@ func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, fm floodgat
 		p := path + "." + name
 		n := &node{}
 		if d.RateLimit != nil {
-			l, err := compileLimit(eng, d, p, fm)
+			l, err := compileLimit(eng, d, p, cc)
 			if err != nil {
 				return nil, err
 			}
 			n.limit = l
 		}
-		next, err := compileLevel(eng, d.Descriptors, p, fm)
+		next, err := compileLevel(eng, d.Descriptors, p, cc)
 		if err != nil {
 			return nil, err
 		}
@@ -131,9 +146,10 @@ func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, fm floodgat
 	return lv, nil
 }
 
-func compileLimit(eng *engine.Engine, d *Descriptor, path string, fm floodgate.FailureMode) (*limit, error) {
-	rl := d.RateLimit
-	l := &limit{path: path, unlimited: rl.Unlimited, shadow: d.ShadowMode, quota: d.QuotaMode, name: rl.Name, errorOnFailure: rl.FailureMode == ""}
+func compileLimit(eng *engine.Engine, d *Descriptor, path string, cc compiling) (*limit, error) {
+	rl, fm := d.RateLimit, cc.fm
+	l := &limit{path: path, unlimited: rl.Unlimited, shadow: d.ShadowMode, quota: d.QuotaMode, post: rl.PostCharge || cc.post,
+		name: rl.Name, errorOnFailure: rl.FailureMode == ""}
 	for _, r := range rl.Replaces {
 		l.replaces = append(l.replaces, r.Name)
 	}
@@ -200,10 +216,11 @@ func policyName(name, path string) string {
 // override is the limit of a request descriptor's own
 // RateLimitDescriptor.limit, as envoyproxy/ratelimit builds it: the
 // request's requests_per_unit and unit, enforcing (never shadow or quota
-// mode), without name or replaces. Errors: a unit that is not one of
-// Envoy's, or more distinct overrides than maxOverrides.
-func (r *Rules) override(o *commonv3.RateLimitDescriptor_RateLimitOverride) (*limit, error) {
-	k := overrideKey{o.GetRequestsPerUnit(), rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())}
+// mode), without name or replaces, post-charged in a domain of
+// Config.PostCharge. Errors: a unit that is not one of Envoy's, or more
+// distinct overrides than maxOverrides.
+func (r *Rules) override(o *commonv3.RateLimitDescriptor_RateLimitOverride, domain string) (*limit, error) {
+	k := overrideKey{o.GetRequestsPerUnit(), rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()), r.posts(domain)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if l := r.overrides[k]; l != nil {
@@ -217,7 +234,7 @@ func (r *Rules) override(o *commonv3.RateLimitDescriptor_RateLimitOverride) (*li
 		return nil, fmt.Errorf("limit override unit %v is not one of second, minute, hour, day, week, month, year", k.unit)
 	}
 	d := &Descriptor{RateLimit: &RateLimit{Unit: unit, RequestsPerUnit: k.perUnit}}
-	l, err := compileLimit(r.eng, d, fmt.Sprintf("override_%d_per_%s", k.perUnit, unit), r.fm)
+	l, err := compileLimit(r.eng, d, fmt.Sprintf("override_%d_per_%s", k.perUnit, unit), compiling{r.fm, k.post})
 	if err != nil {
 		return nil, err
 	}

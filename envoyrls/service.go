@@ -1,26 +1,21 @@
 package envoyrls
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
@@ -128,6 +123,7 @@ type step struct {
 	cost      int64 // 0: check only, spending nothing
 	out       int   // index into the engine outcomes; -1 when not decided
 	peeked    bool  // outs[out] is a peek: nothing was spent
+	counted   bool  // post-charged past what was left (decidePost)
 	refused   bool  // peeked because another descriptor refuses the request anyway
 	quotaOver bool  // a quota-mode limit over its quota answered OK
 }
@@ -156,7 +152,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if known {
 			var kbuf [128]byte
 			if o := d.GetLimit(); o != nil {
-				l, err := r.override(o)
+				l, err := r.override(o, req.Domain)
 				if err != nil {
 					return nil, status.Error(codes.InvalidArgument, err.Error())
 				}
@@ -225,35 +221,38 @@ func (st *step) refuses() bool {
 }
 
 func (s *Service) decide(ctx context.Context, steps []step) (*rlsv3.RateLimitResponse, error) {
-	var ebuf, pbuf [4]engine.Step
-	es, peeks := ebuf[:0], pbuf[:0] // decided, and only looked at
+	var ebuf [4]engine.Step
+	es := ebuf[:0] // decided together; the others are looked at or post-charged
 	refuseAll := false
 	for i := range steps {
 		refuseAll = refuseAll || steps[i].refuses()
 	}
+	// A step's outcome is outs[i] when decided together, else
+	// outs[len(steps)+i].
+	var obuf [8]engine.Outcome
+	outs := append(obuf[:0], make([]engine.Outcome, 2*len(steps))...)
+	refuseAll = decidePost(ctx, steps, outs[len(steps):]) || refuseAll
 	for i := range steps {
 		st := &steps[i]
-		if st.limit == nil || st.limit.rule == nil {
+		if st.limit == nil || st.limit.rule == nil || st.limit.post {
 			continue
 		}
-		es1 := engine.Step{Rule: st.limit.rule, Request: engine.Request{Key: st.key, Cost: floodgate.Cost{Requests: st.cost}}}
 		if st.cost == 0 || refuseAll {
 			// A check only, or a request refused anyway: spend nothing,
 			// and show what is left (REQUIREMENTS K3).
-			st.out, st.peeked, st.refused = len(steps)+len(peeks), true, refuseAll
-			peeks = append(peeks, es1)
+			st.out, st.peeked, st.refused = len(steps)+i, true, refuseAll
 			continue
 		}
 		st.out = len(es)
-		es = append(es, es1)
+		es = append(es, engine.Step{Rule: st.limit.rule, Request: engine.Request{Key: st.key, Cost: floodgate.Cost{Requests: st.cost}}})
 	}
-	var obuf [8]engine.Outcome
-	outs := append(obuf[:0], make([]engine.Outcome, len(steps)+len(peeks))...)
 	if len(es) > 0 {
 		engine.DecideAll(ctx, es, outs[:len(es)])
 	}
-	for i, p := range peeks {
-		outs[len(steps)+i] = p.Rule.Peek(ctx, p.Request.Key)
+	for i := range steps {
+		if st := &steps[i]; st.peeked && !st.limit.post {
+			outs[st.out] = st.limit.rule.Peek(ctx, st.key)
+		}
 	}
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(steps))}
 	for i := range steps {
@@ -328,96 +327,17 @@ func (st *step) standing(o *engine.Outcome) (remaining int64, reset time.Duratio
 		over = !it.Allowed || st.peeked && it.Remaining < st.cost
 	}
 	switch {
+	case st.counted:
+		over = true // the post-charge's standing is after the debt it made
+	case st.cost == 0 && st.limit.post:
+		over = o.Verdict != engine.Allowed // not one unit is left
 	case st.cost == 0:
-		over = false // a check only: Floodgate's counters never pass the limit
+		over = false // a check only: these counters never pass the limit
 	case o.Verdict == engine.Denied && st.peeked, o.Verdict == engine.Unavailable && st.refused:
 	case o.Verdict != engine.Allowed:
 		over = true
 	}
 	return remaining, reset, over
-}
-
-// dynamicMetadata is envoyproxy/ratelimit's response dynamic metadata for
-// req (see Options.DynamicMetadata).
-func dynamicMetadata(req *rlsv3.RateLimitRequest, steps []step, resp *rlsv3.RateLimitResponse) *structpb.Struct {
-	descs := make([]*structpb.Value, 0, len(req.Descriptors))
-	for _, d := range req.Descriptors {
-		entries := make([]*structpb.Value, 0, len(d.Entries))
-		for _, e := range d.Entries {
-			entries = append(entries, structpb.NewStringValue(e.GetKey()+"="+e.GetValue()))
-		}
-		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
-		if o := d.GetLimit(); o != nil {
-			f["limit"] = structpb.NewStringValue(prototext.MarshalOptions{}.Format(o))
-		}
-		if h := d.GetHitsAddend(); h != nil {
-			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
-		}
-		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
-	}
-	fields := map[string]*structpb.Value{
-		"domain":      structpb.NewStringValue(req.Domain),
-		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: descs}),
-	}
-	if h := req.GetHitsAddend(); h != 0 {
-		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
-	}
-	var violations []*structpb.Value
-	enabled := false
-	for i, st := range steps {
-		enabled = enabled || st.limit != nil && st.limit.quota
-		if st.quotaOver {
-			violations = append(violations, structpb.NewNumberValue(float64(i)))
-		}
-	}
-	if len(violations) > 0 {
-		fields["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: violations})
-	}
-	fields["quotaModeEnabled"] = structpb.NewBoolValue(enabled)
-	return &structpb.Struct{Fields: fields}
-}
-
-// limitHeaders are envoyproxy/ratelimit's headers of a response (see
-// LimitHeaders), or none when no descriptor has a limit.
-func (s *Service) limitHeaders(steps []step, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
-	var chosen *rlsv3.RateLimitResponse_DescriptorStatus
-	var window time.Duration
-	least := uint32(math.MaxUint32)
-	for i, ds := range statuses {
-		refused := ds.Code == rlsv3.RateLimitResponse_OVER_LIMIT
-		if ds.CurrentLimit != nil && (refused || ds.LimitRemaining < least) {
-			chosen, window, least = ds, steps[i].limit.policy.Window, ds.LimitRemaining
-			if refused {
-				least = 0
-			}
-		}
-	}
-	if chosen == nil {
-		return nil
-	}
-	h := *s.opt.LimitHeaders
-	now := s.opt.Now()
-	secs := int64(window / time.Second)
-	reset := secs - now.Unix()%max(secs, 1)
-	return []*corev3.HeaderValue{
-		{Key: cmp.Or(h.Limit, "RateLimit-Limit"), Value: strconv.FormatUint(uint64(chosen.CurrentLimit.RequestsPerUnit), 10)},
-		{Key: cmp.Or(h.Remaining, "RateLimit-Remaining"), Value: strconv.FormatUint(uint64(chosen.LimitRemaining), 10)},
-		{Key: cmp.Or(h.Reset, "RateLimit-Reset"), Value: strconv.FormatInt(reset, 10)},
-	}
-}
-
-// headers writes the RateLimit fields of every decided descriptor.
-func (s *Service) headers(outs []engine.Outcome) []*corev3.HeaderValue {
-	m := engine.Merge(outs)
-	h := map[string][]string{}
-	s.opt.Fields.Set(h, &m)
-	var hv []*corev3.HeaderValue
-	for k, vs := range h {
-		for _, v := range vs {
-			hv = append(hv, &corev3.HeaderValue{Key: strings.ToLower(k), Value: v})
-		}
-	}
-	return hv
 }
 
 // check refuses what no configuration could match and what would make

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The differential run of docs/ENVOY.md ("Same answers as envoyproxy/ratelimit"):
 # envoyproxy/ratelimit and Floodgate's envoy_rls, each on its own database
-# of one private redis-server, load envoyrls/testdata/limits/parity.yaml, and
+# of one private redis-server, load envoyrls/testdata/limits/parity.yaml and
+# scripts/testdata/ratelimit-diff/stream.yaml (post-charged in Floodgate), and
 # bench/cmd/rlsdiff sends every request of
 # scripts/testdata/ratelimit-diff/cases.txt to both at the same moment,
 # comparing overall_code, each descriptor's code, current_limit,
@@ -32,14 +33,14 @@ trap cleanup EXIT
 go -C cmd/floodgate build -o "$work/floodgate" .
 go -C bench build -o "$work/rlsdiff" ./cmd/rlsdiff
 mkdir -p "$work/rt/ratelimit/config"
-cp envoyrls/testdata/limits/parity.yaml "$work/rt/ratelimit/config/"
+cp envoyrls/testdata/limits/parity.yaml scripts/testdata/ratelimit-diff/stream.yaml "$work/rt/ratelimit/config/"
 
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$work/redis.log" &
 pids+=($!)
 wait_port "127.0.0.1:$redis_port"
 
 cat >"$work/floodgate.yaml" <<YAML
-envoy_rls: {listen: "$fg", config: "$work/rt/ratelimit/config", dynamic_metadata: true, limit_headers: true}
+envoy_rls: {listen: "$fg", config: "$work/rt/ratelimit/config", dynamic_metadata: true, limit_headers: true, post_charge: [stream]}
 admin: {listen: "127.0.0.1:7402"}
 log: {level: warn}
 store: {type: redis, redis: {url: "redis://127.0.0.1:$redis_port/1", timeout: 1s}}

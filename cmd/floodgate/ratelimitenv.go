@@ -221,6 +221,15 @@ func rlsFromEnv(r *envReader) (map[string]any, error) {
 		}
 		rls["near_limit_ratio"] = f
 	}
+	if v := r.str("FLOODGATE_RLS_POST_CHARGE", ""); v != "" {
+		// Floodgate's own: the domains whose hits all count, "*" for all
+		// (envoy_rls.post_charge), for Envoy Gateway's cost.response.
+		var domains []string
+		for _, d := range strings.Split(v, ",") {
+			domains = append(domains, strings.TrimSpace(d))
+		}
+		rls["post_charge"] = domains
+	}
 	rls["dynamic_metadata"] = r.flag("RESPONSE_DYNAMIC_METADATA", false)
 	rls["limit_headers"] = r.flag("LIMIT_RESPONSE_HEADERS_ENABLED", false)
 	if r.flag("GRPC_SERVER_USE_TLS", false) {

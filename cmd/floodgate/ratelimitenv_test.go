@@ -98,8 +98,12 @@ func TestRatelimitEnvStores(t *testing.T) {
 	if cfg.EnvoyRLS.Config != filepath.Join(dir, "rl", "config") || len(cfg.EnvoyRLS.Limits.Domains) != 1 {
 		t.Errorf("files: %q", cfg.EnvoyRLS.Config)
 	}
-	if cfg.EnvoyRLS.DynamicMetadata || cfg.EnvoyRLS.LimitHeaders {
-		t.Errorf("dynamic metadata %v, limit headers %v without their variables", cfg.EnvoyRLS.DynamicMetadata, cfg.EnvoyRLS.LimitHeaders)
+	if cfg.EnvoyRLS.DynamicMetadata || cfg.EnvoyRLS.LimitHeaders || cfg.EnvoyRLS.PostCharge != nil {
+		t.Errorf("dynamic metadata %v, limit headers %v, post-charge %q without their variables", cfg.EnvoyRLS.DynamicMetadata, cfg.EnvoyRLS.LimitHeaders, cfg.EnvoyRLS.PostCharge)
+	}
+	_, cfg = parseEnv(t, append(files, "FLOODGATE_RLS_POST_CHARGE=default/eg/http, tokens-default"))
+	if !slices.Equal(cfg.EnvoyRLS.PostCharge, []string{"default/eg/http", "tokens-default"}) {
+		t.Errorf("FLOODGATE_RLS_POST_CHARGE: envoy_rls.post_charge %q", cfg.EnvoyRLS.PostCharge)
 	}
 	_, cfg = parseEnv(t, append(files, "RESPONSE_DYNAMIC_METADATA=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true", "LIMIT_RESET_HEADER=RateLimit-Reset"))
 	if !cfg.EnvoyRLS.DynamicMetadata || !cfg.EnvoyRLS.LimitHeaders {

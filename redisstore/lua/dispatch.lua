@@ -120,26 +120,35 @@ local function several(KEYS, k, r, now, out, o)
   return o
 end
 
+-- settle1 applies one policy's post-charge (at < 0) or refund (of a cost
+-- admitted at at) of cost, and returns its standing after it: remaining,
+-- reset after and full after. The state it wrote is read back from the
+-- call's last write (see load), not from Redis.
+local function settle1(key, now, at, code, q, cap, w, cost)
+  if cost > 0 then
+    if at < 0 then
+      OWE[code](key, now, q, cap, w, cost)
+    else
+      REFUND[code](key, at, q, cap, w, cost)
+    end
+  end
+  local _, rem, reset, _, full = TAKE[code](key, now, q, cap, w, 0)
+  return rem, reset, full
+end
+
 -- settle applies request r of p policies, a post-charge or a refund (see
--- the header), its keys following KEYS[k], then writes into out after
--- out[o] each policy's standing after it, allowed, and returns the new o,
--- or nil and an error reply.
+-- the header), its keys following KEYS[k], writing into out after out[o]
+-- each policy's standing after it, allowed, and returns the new o, or nil
+-- and an error reply (before any write, for an unknown algorithm).
 local function settle(KEYS, k, r, now, out, o)
   local at = unpack('>d', r, 9)
   local p = request(r, 17)
   for i = 1, p do
     local code = ALG[i]
     if not (TAKE[code] or algorithm(code)) then return nil, unknown(code) end
-    if COST[i] > 0 then
-      if at < 0 then
-        OWE[code](KEYS[k + i], now, Q[i], CAP[i], W[i], COST[i])
-      else
-        REFUND[code](KEYS[k + i], at, Q[i], CAP[i], W[i], COST[i])
-      end
-    end
   end
   for i = 1, p do
-    local _, rem, reset, _, full = TAKE[ALG[i]](KEYS[k + i], now, Q[i], CAP[i], W[i], 0)
+    local rem, reset, full = settle1(KEYS[k + i], now, at, ALG[i], Q[i], CAP[i], W[i], COST[i])
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, full
     o = o + 5
   end
@@ -152,6 +161,7 @@ local function decide(KEYS, ARGV)
     pack, unpack, call = struct.pack, struct.unpack, redis.call
   end
   slack = tonumber(ARGV[1])
+  last_key, last_value = nil, nil
   if #ARGV == 2 and #ARGV[2] == 41 then
     -- A lone request of one policy, a caller's call when nothing else
     -- waits: decided without the loop.
@@ -177,6 +187,14 @@ local function decide(KEYS, ARGV)
       local allowed, rem, reset, retry, full = single(KEYS[k], now, code, q, cap, w, cost)
       if not allowed then return unknown(code) end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, full
+      o = o + 5
+    elseif #r == 49 then
+      -- A settlement of one policy: without the tables.
+      local at, code, q, cap, w, cost = unpack('>dBdddd', r, 9)
+      k = k + 1
+      if not (TAKE[code] or algorithm(code)) then return unknown(code) end
+      local rem, reset, full = settle1(KEYS[k], now, at, code, q, cap, w, cost)
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, full
       o = o + 5
     elseif (#r - 8) % 33 == 8 then
       local err

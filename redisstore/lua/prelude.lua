@@ -71,8 +71,15 @@ end
 -- lack 0 (W = 0: the policy's window; E = 0: unknown). load returns
 -- whether the key exists, then A, B, C, W and E; has_c says whether the
 -- algorithm keeps a C.
+--
+-- The value a call wrote last, and its key (see write), answer a load of
+-- that key without a GET: a settlement reads the state it has just
+-- written, for the standing it reports. decide clears them at each call,
+-- since other clients write between calls.
+local last_key, last_value
 local function load(key, has_c)
-  local v = call('GET', key)
+  local v
+  if key == last_key then v = last_value else v = call('GET', key) end
   if not v then return false, 0, 0, 0, 0, 0 end
   local first = byte(v, 1)
   if first == 45 or (first >= 48 and first <= 57) then
@@ -116,6 +123,7 @@ local function int(x) return format('%.0f', x) end
 -- write stores value v at key, keeping the key's TTL (keep) or setting
 -- it to expire at exp (µs).
 local function write(key, v, now, exp, keep)
+  last_key, last_value = key, v
   if keep then
     call('SET', key, v, 'KEEPTTL')
   else

@@ -43,6 +43,7 @@ type options struct {
 	batch    int
 	inflight int
 	settle   bool
+	twice    bool
 }
 
 func main() {
@@ -90,6 +91,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.batch, "batch", 128, "most decisions per script call (redisstore.WithBatching); 1 sends each alone")
 	flag.IntVar(&o.inflight, "inflight", 4, "most script calls in flight at once (redisstore.WithBatching)")
 	flag.BoolVar(&o.settle, "settle", false, "each decision is a Reserve of 2 settled at 1 or 3 in turn (a refund, then a post-charge): two script calls")
+	flag.BoolVar(&o.twice, "twice", false, "each decision is two Takes of 1 in turn: the cheapest two script calls, the floor of -settle")
 	flag.Parse()
 	if *addrs == "" {
 		return o, fmt.Errorf("no Redis: give -redis or set FLOODGATE_TEST_REDIS")

@@ -96,8 +96,17 @@ func floodgateTake(c *redisload.Client, prefix string, a floodgate.Algorithm, o 
 	if err != nil {
 		return nil, err
 	}
-	if o.settle {
+	switch {
+	case o.settle:
 		return settleTake(lim), nil
+	case o.twice:
+		return func(ctx context.Context, key string) (bool, error) {
+			if d, err := lim.Take(ctx, key, 1); err != nil || !d.Allowed {
+				return false, err
+			}
+			d, err := lim.Take(ctx, key, 1)
+			return d.Allowed, err
+		}, nil
 	}
 	return func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.Take(ctx, key, 1)

@@ -466,6 +466,7 @@ func TestEnvoyXDS(t *testing.T) {
 		{"envoy_rls: {listen: '127.0.0.1:0', xds: {server: 'eg:1', backoff_initial: 2m, backoff_max: 1m}}\n", "backoff_initial must be positive and at most backoff_max"},
 		{"envoy_rls: {listen: '127.0.0.1:0', xds: {server: 'eg:1', tls: {cert_file: c}}}\n", "cert_file and key_file go together"},
 		{"envoy_rls: {listen: '127.0.0.1:0', near_limit_ratio: 1.5, xds: {server: 'eg:1'}}\n", "envoy_rls.near_limit_ratio: want a ratio in (0, 1]"},
+		{"envoy_rls: {listen: '127.0.0.1:0', post_charge: [''], xds: {server: 'eg:1'}}\n", "envoy_rls.post_charge: an empty domain"},
 		{"envoy_rls: {listen: '127.0.0.1:0'}\n", "envoy_rls.config: required"},
 	} {
 		if got := parseErr(t, tc.yaml); !strings.Contains(got, tc.want) {

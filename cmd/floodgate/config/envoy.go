@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"slices"
 
 	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/envoyrls"
@@ -48,6 +49,12 @@ type EnvoyRLS struct {
 	// ratelimit_service_rate_limit_near_limit; default 0.8, as
 	// envoyproxy/ratelimit's NEAR_LIMIT_RATIO.
 	NearLimitRatio float64 `yaml:"near_limit_ratio"`
+	// PostCharge names the domains whose every limit is post-charged
+	// (envoyrls.Config.PostCharge), "*" for all: each hit is counted,
+	// refused or not, so that the cost Envoy reports when a stream ends
+	// (apply_on_stream_done; Envoy Gateway's cost.response) is never
+	// dropped. For rules over xDS, whose protos cannot say it per limit.
+	PostCharge []string `yaml:"post_charge"`
 	// TLS, when set, serves this face over TLS with its own certificate
 	// instead of listeners.tls (gRPC clients and scrapers differ).
 	TLS *TLS `yaml:"tls"`
@@ -101,6 +108,9 @@ func (v *validator) envoyRLS() {
 	}
 	if e.NearLimitRatio < 0 || e.NearLimitRatio > 1 {
 		v.fail("envoy_rls.near_limit_ratio", "want a ratio in (0, 1], got %v", e.NearLimitRatio)
+	}
+	if slices.Contains(e.PostCharge, "") {
+		v.fail("envoy_rls.post_charge", "an empty domain; \"*\" names every domain")
 	}
 	if e.TLS != nil {
 		v.tlsFiles(e.TLS)

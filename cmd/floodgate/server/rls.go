@@ -45,7 +45,7 @@ func (s *Server) rulesFor(cfg *config.Config) (*envoyrls.Rules, error) {
 		}
 		s.xds = x
 	}
-	all := &envoyrls.Config{Domains: s.xds.domains}
+	all := &envoyrls.Config{Domains: s.xds.domains, PostCharge: cfg.EnvoyRLS.PostCharge}
 	if l := cfg.EnvoyRLS.Limits; l != nil {
 		all.Domains = append(append([]*envoyrls.Domain(nil), l.Domains...), s.xds.domains...)
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 const rlsConfig = `
@@ -112,6 +113,50 @@ func TestEnvoyRLSDynamicMetadata(t *testing.T) {
 		v, _ := md["quotaModeViolations"].([]any)
 		if resp.OverallCode != rlsv3.RateLimitResponse_OK || md["domain"] != "ai" || md["quotaModeEnabled"] != true || len(v) != want {
 			t.Errorf("request %d: %v, metadata %v", i, resp.OverallCode, md)
+		}
+	}
+}
+
+// TestEnvoyRLSPostCharge: envoy_rls.post_charge makes every limit of the
+// named domain count the cost Envoy reports when a stream ends, past
+// what is left; a domain not named refuses and counts nothing.
+func TestEnvoyRLSPostCharge(t *testing.T) {
+	limits := filepath.Join(t.TempDir(), "limits.yaml")
+	y := "domain: %s\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 100}\n"
+	if err := os.WriteFile(limits, []byte(fmt.Sprintf(y, "ai")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(filepath.Dir(limits), "other.yaml")
+	if err := os.WriteFile(other, []byte(fmt.Sprintf(y, "web")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, fmt.Sprintf("envoy_rls: {listen: \"127.0.0.1:0\", config: %q, post_charge: [ai]}\nadmin: {listen: \"127.0.0.1:0\"}\nlog: {level: error}\n", filepath.Dir(limits)))
+	rls := rlsClient(t, f.srv.Addr(FaceEnvoyRLS))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ask := func(domain string, hits uint64) (rlsv3.RateLimitResponse_Code, uint32) {
+		d := &commonv3.RateLimitDescriptor{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u1"}}, HitsAddend: wrapperspb.UInt64(hits)}
+		resp, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*commonv3.RateLimitDescriptor{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.OverallCode, resp.Statuses[0].LimitRemaining
+	}
+	for _, c := range []struct {
+		domain string
+		hits   uint64
+		code   rlsv3.RateLimitResponse_Code
+		left   uint32
+	}{
+		{"ai", 60, rlsv3.RateLimitResponse_OK, 40},
+		{"ai", 70, rlsv3.RateLimitResponse_OVER_LIMIT, 0}, // counted: 30 past the limit
+		{"ai", 0, rlsv3.RateLimitResponse_OVER_LIMIT, 0},  // the next check is refused
+		{"web", 60, rlsv3.RateLimitResponse_OK, 40},
+		{"web", 70, rlsv3.RateLimitResponse_OVER_LIMIT, 0}, // refused, not counted
+		{"web", 0, rlsv3.RateLimitResponse_OK, 40},
+	} {
+		if code, left := ask(c.domain, c.hits); code != c.code || left != c.left {
+			t.Errorf("%s, hits %d: %v, %d left; want %v, %d", c.domain, c.hits, code, left, c.code, c.left)
 		}
 	}
 }
