@@ -1,28 +1,22 @@
 package envoyrls
 
 import (
-	"cmp"
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/prototext"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/proto"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
 )
 
@@ -117,8 +111,10 @@ func NewService(rules func() *Rules, opt Options) (*Service, error) {
 	return s, nil
 }
 
-// Register adds the service to g.
-func (s *Service) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+// Register adds the service to g, which must be built with ServerCodec
+// (grpc.NewServer(envoyrls.ServerCodec(), …)); without it every call
+// fails with codes.Internal.
+func (s *Service) Register(g *grpc.Server) { g.RegisterService(&serviceDesc, s) }
 
 // step is one request descriptor's match.
 type step struct {
@@ -133,60 +129,87 @@ type step struct {
 }
 
 // ShouldRateLimit decides req: every descriptor's limit all or nothing
-// (engine.DecideAll). Errors: InvalidArgument for a malformed request or
-// a limit override of no known unit, Unavailable when the store fails and
-// the matched limit set no failure_mode.
+// (engine.DecideAll). It is the gRPC method's Go form, for calls without
+// gRPC: it writes req to the wire and reads the answer back, so that it
+// decides exactly as a call through Register does. Errors: InvalidArgument
+// for a malformed request or a limit override of no known unit,
+// Unavailable when the store fails and the matched limit set no
+// failure_mode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if err := s.check(req); err != nil {
+	r := new(request)
+	var err error
+	if r.buf, err = proto.Marshal(req); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := r.parse(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var resp response
+	if err := s.serve(ctx, r, &resp); err != nil {
+		return nil, err
+	}
+	out := new(rlsv3.RateLimitResponse)
+	if err := proto.Unmarshal(resp.appendWire(nil), out); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return out, nil
+}
+
+// serve decides r into resp; see ShouldRateLimit.
+func (s *Service) serve(ctx context.Context, req *request, resp *response) error {
+	if err := s.check(req); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	r := s.rules()
 	var tree *level
 	known := false
 	if r != nil {
-		tree, known = r.domains[req.Domain]
+		tree, known = r.domains[string(req.domain)]
 	}
 	if !known {
-		s.miss("unknown_domain", "", req.Domain, req.Descriptors[0])
+		s.miss("unknown_domain", "", req, &req.descriptors[0])
 	}
 	var sbuf [4]step
 	steps := sbuf[:0]
-	for _, d := range req.Descriptors {
+	for i := range req.descriptors {
+		d := &req.descriptors[i]
 		st := step{cost: cost(req, d), out: -1}
 		if known {
 			var kbuf [128]byte
-			if o := d.GetLimit(); o != nil {
-				l, err := r.override(o)
+			if d.limit != nil {
+				l, err := r.override(d.perUnit, d.unit)
 				if err != nil {
-					return nil, status.Error(codes.InvalidArgument, err.Error())
+					return status.Error(codes.InvalidArgument, err.Error())
 				}
-				st.limit, st.key = l, string(rawKey(append(kbuf[:0], req.Domain...), d.Entries))
+				st.limit, st.key = l, string(rawKey(append(kbuf[:0], req.domain...), req.entriesOf(d)))
 			} else {
-				l, key, listed := tree.match(append(kbuf[:0], req.Domain...), d.Entries)
+				l, key, listed := tree.match(append(kbuf[:0], req.domain...), req.entriesOf(d))
 				st.limit, st.key = l, string(key)
 				if l == nil && !listed {
-					s.miss("unmatched", req.Domain, req.Domain, d)
+					s.miss("unmatched", string(req.domain), req, d)
 				}
 			}
 		}
 		steps = append(steps, st)
 	}
 	replace(steps)
-	resp, err := s.decide(ctx, steps)
-	if err == nil && s.opt.DynamicMetadata {
-		resp.DynamicMetadata = dynamicMetadata(req, steps, resp)
+	if err := s.decide(ctx, steps, resp); err != nil {
+		return err
 	}
-	return resp, err
+	if s.opt.DynamicMetadata {
+		resp.metadata = dynamicMetadata(req, steps, resp)
+	}
+	return nil
 }
 
 // cost is what d spends, as envoyproxy/ratelimit counts it: the
 // descriptor's own hits_addend when set (0 checks without spending), else
 // the request's, where 0 means 1 (Envoy sends 0 when unset).
-func cost(req *rlsv3.RateLimitRequest, d *commonv3.RateLimitDescriptor) int64 {
-	if h := d.GetHitsAddend(); h != nil {
-		return int64(min(h.Value, math.MaxInt64))
+func cost(req *request, d *descriptor) int64 {
+	if d.hasHits {
+		return int64(min(d.hits, math.MaxInt64))
 	}
-	return int64(max(req.GetHitsAddend(), 1))
+	return int64(max(req.hitsAddend, 1))
 }
 
 // replace sets unlimited limits aside, then drops every limit whose name
@@ -224,232 +247,37 @@ func (st *step) refuses() bool {
 	return l != nil && l.rule == nil && st.cost > 0 && !l.shadow && !l.quota
 }
 
-func (s *Service) decide(ctx context.Context, steps []step) (*rlsv3.RateLimitResponse, error) {
-	var ebuf, pbuf [4]engine.Step
-	es, peeks := ebuf[:0], pbuf[:0] // decided, and only looked at
-	refuseAll := false
-	for i := range steps {
-		refuseAll = refuseAll || steps[i].refuses()
-	}
-	for i := range steps {
-		st := &steps[i]
-		if st.limit == nil || st.limit.rule == nil {
-			continue
-		}
-		es1 := engine.Step{Rule: st.limit.rule, Request: engine.Request{Key: st.key, Cost: floodgate.Cost{Requests: st.cost}}}
-		if st.cost == 0 || refuseAll {
-			// A check only, or a request refused anyway: spend nothing,
-			// and show what is left (REQUIREMENTS K3).
-			st.out, st.peeked, st.refused = len(steps)+len(peeks), true, refuseAll
-			peeks = append(peeks, es1)
-			continue
-		}
-		st.out = len(es)
-		es = append(es, es1)
-	}
-	var obuf [8]engine.Outcome
-	outs := append(obuf[:0], make([]engine.Outcome, len(steps)+len(peeks))...)
-	if len(es) > 0 {
-		engine.DecideAll(ctx, es, outs[:len(es)])
-	}
-	for i, p := range peeks {
-		outs[len(steps)+i] = p.Rule.Peek(ctx, p.Request.Key)
-	}
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(steps))}
-	for i := range steps {
-		ds, err := s.status(&steps[i], outs)
-		if err != nil {
-			return nil, err
-		}
-		if ds.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-		resp.Statuses[i] = ds
-	}
-	switch {
-	case s.opt.LimitHeaders != nil:
-		resp.ResponseHeadersToAdd = s.limitHeaders(steps, resp.Statuses)
-	case s.opt.Fields.Style != engine.None && len(es) > 0 && !refuseAll:
-		resp.ResponseHeadersToAdd = s.headers(outs[:len(es)])
-	}
-	return resp, nil
-}
-
-// status is one descriptor's answer, as envoyproxy/ratelimit gives it: OK
-// alone when no limit applies, OK with the largest remaining for an
-// unlimited one; else the limit's code, remaining (0 when over) and
-// duration_until_reset. A shadow-mode limit is OK whatever it says, and a
-// quota-mode one over its limit is OK with remaining 0 and no reset.
-func (s *Service) status(st *step, outs []engine.Outcome) (*rlsv3.RateLimitResponse_DescriptorStatus, error) {
-	l := st.limit
-	switch {
-	case st.unlimited:
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
-	case l == nil:
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}, nil
-	}
-	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: l.current}
-	over := st.cost > 0 // requests_per_unit 0 (no rule): any spending is over
-	var remaining int64
-	var reset time.Duration
-	if l.rule != nil {
-		o := &outs[st.out]
-		if o.Verdict == engine.Unavailable && l.errorOnFailure && !st.refused {
-			return nil, status.Error(codes.Unavailable, "rate limit store unavailable")
-		}
-		remaining, reset, over = st.standing(o)
-	}
-	s.opt.Stats.observe(l, st.cost, !over, remaining)
-	ds.LimitRemaining = uint32(min(remaining, math.MaxUint32))
-	if reset <= 0 {
-		w := l.policy.Window
-		reset = w - time.Duration(s.opt.Now().UnixNano())%w
-	}
-	ds.DurationUntilReset = durationpb.New(reset)
-	if over {
-		ds.LimitRemaining = 0
-		if l.quota && !l.shadow {
-			st.quotaOver = true
-			ds.DurationUntilReset = nil
-		} else if !l.shadow {
-			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-	}
-	return ds, nil
-}
-
-// standing reads a step's outcome: what is left, until when, and whether
-// the step is over its limit.
-func (st *step) standing(o *engine.Outcome) (remaining int64, reset time.Duration, over bool) {
-	if o.Summary >= 0 {
-		it := o.Item(o.Summary)
-		remaining, reset = it.Remaining, it.ResetAfter
-		// A peek's Allowed says whether a cost of 1 fits.
-		over = !it.Allowed || st.peeked && it.Remaining < st.cost
-	}
-	switch {
-	case st.cost == 0:
-		over = false // a check only: Floodgate's counters never pass the limit
-	case o.Verdict == engine.Denied && st.peeked, o.Verdict == engine.Unavailable && st.refused:
-	case o.Verdict != engine.Allowed:
-		over = true
-	}
-	return remaining, reset, over
-}
-
-// dynamicMetadata is envoyproxy/ratelimit's response dynamic metadata for
-// req (see Options.DynamicMetadata).
-func dynamicMetadata(req *rlsv3.RateLimitRequest, steps []step, resp *rlsv3.RateLimitResponse) *structpb.Struct {
-	descs := make([]*structpb.Value, 0, len(req.Descriptors))
-	for _, d := range req.Descriptors {
-		entries := make([]*structpb.Value, 0, len(d.Entries))
-		for _, e := range d.Entries {
-			entries = append(entries, structpb.NewStringValue(e.GetKey()+"="+e.GetValue()))
-		}
-		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
-		if o := d.GetLimit(); o != nil {
-			f["limit"] = structpb.NewStringValue(prototext.MarshalOptions{}.Format(o))
-		}
-		if h := d.GetHitsAddend(); h != nil {
-			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
-		}
-		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
-	}
-	fields := map[string]*structpb.Value{
-		"domain":      structpb.NewStringValue(req.Domain),
-		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: descs}),
-	}
-	if h := req.GetHitsAddend(); h != 0 {
-		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
-	}
-	var violations []*structpb.Value
-	enabled := false
-	for i, st := range steps {
-		enabled = enabled || st.limit != nil && st.limit.quota
-		if st.quotaOver {
-			violations = append(violations, structpb.NewNumberValue(float64(i)))
-		}
-	}
-	if len(violations) > 0 {
-		fields["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: violations})
-	}
-	fields["quotaModeEnabled"] = structpb.NewBoolValue(enabled)
-	return &structpb.Struct{Fields: fields}
-}
-
-// limitHeaders are envoyproxy/ratelimit's headers of a response (see
-// LimitHeaders), or none when no descriptor has a limit.
-func (s *Service) limitHeaders(steps []step, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
-	var chosen *rlsv3.RateLimitResponse_DescriptorStatus
-	var window time.Duration
-	least := uint32(math.MaxUint32)
-	for i, ds := range statuses {
-		refused := ds.Code == rlsv3.RateLimitResponse_OVER_LIMIT
-		if ds.CurrentLimit != nil && (refused || ds.LimitRemaining < least) {
-			chosen, window, least = ds, steps[i].limit.policy.Window, ds.LimitRemaining
-			if refused {
-				least = 0
-			}
-		}
-	}
-	if chosen == nil {
-		return nil
-	}
-	h := *s.opt.LimitHeaders
-	now := s.opt.Now()
-	secs := int64(window / time.Second)
-	reset := secs - now.Unix()%max(secs, 1)
-	return []*corev3.HeaderValue{
-		{Key: cmp.Or(h.Limit, "RateLimit-Limit"), Value: strconv.FormatUint(uint64(chosen.CurrentLimit.RequestsPerUnit), 10)},
-		{Key: cmp.Or(h.Remaining, "RateLimit-Remaining"), Value: strconv.FormatUint(uint64(chosen.LimitRemaining), 10)},
-		{Key: cmp.Or(h.Reset, "RateLimit-Reset"), Value: strconv.FormatInt(reset, 10)},
-	}
-}
-
-// headers writes the RateLimit fields of every decided descriptor.
-func (s *Service) headers(outs []engine.Outcome) []*corev3.HeaderValue {
-	m := engine.Merge(outs)
-	h := map[string][]string{}
-	s.opt.Fields.Set(h, &m)
-	var hv []*corev3.HeaderValue
-	for k, vs := range h {
-		for _, v := range vs {
-			hv = append(hv, &corev3.HeaderValue{Key: strings.ToLower(k), Value: v})
-		}
-	}
-	return hv
-}
-
 // check refuses what no configuration could match and what would make
 // the service do unbounded work.
-func (s *Service) check(req *rlsv3.RateLimitRequest) error {
-	switch n := len(req.GetDescriptors()); {
-	case req.GetDomain() == "":
+func (s *Service) check(req *request) error {
+	switch n := len(req.descriptors); {
+	case len(req.domain) == 0:
 		return fmt.Errorf("domain is empty")
 	case n == 0:
 		return fmt.Errorf("no descriptors")
 	case n > s.opt.MaxDescriptors:
 		return fmt.Errorf("%d descriptors, more than the %d accepted", n, s.opt.MaxDescriptors)
 	}
-	if strings.IndexByte(req.Domain, 0) >= 0 {
+	if bytes.IndexByte(req.domain, 0) >= 0 {
 		return fmt.Errorf("domain holds a NUL byte")
 	}
-	for i, d := range req.Descriptors {
-		if len(d.GetEntries()) == 0 {
+	for i := range req.descriptors {
+		d := &req.descriptors[i]
+		if d.n == 0 {
 			return fmt.Errorf("descriptor %d has no entries", i)
 		}
-		if d.GetIsNegativeHits() {
+		if d.negative {
 			return fmt.Errorf("descriptor %d: negative hits are not supported", i)
 		}
-		size := len(req.Domain)
-		for j, e := range d.Entries {
-			if e.GetKey() == "" {
+		size := len(req.domain)
+		for j, e := range req.entriesOf(d) {
+			if len(e.key) == 0 {
 				return fmt.Errorf("descriptor %d entry %d has an empty key", i, j)
 			}
-			if strings.IndexByte(e.Key, 0) >= 0 || strings.IndexByte(e.Value, 0) >= 0 {
+			if bytes.IndexByte(e.key, 0) >= 0 || bytes.IndexByte(e.value, 0) >= 0 {
 				return fmt.Errorf("descriptor %d entry %d holds a NUL byte", i, j)
 			}
-			size += len(e.Key) + len(e.Value) + 2
+			size += len(e.key) + len(e.value) + 2
 		}
 		if size > s.opt.MaxKeyLength {
 			return fmt.Errorf("descriptor %d is %d bytes with its domain, more than the %d accepted", i, size, s.opt.MaxKeyLength)
@@ -461,14 +289,14 @@ func (s *Service) check(req *rlsv3.RateLimitRequest) error {
 // miss counts a descriptor no limit applies to and logs it at most once a
 // minute per reason and domain: envoyproxy/ratelimit answers these OK
 // silently, so a misspelt domain or key would switch limiting off unseen.
-func (s *Service) miss(reason, label, domain string, d *commonv3.RateLimitDescriptor) {
+func (s *Service) miss(reason, label string, req *request, d *descriptor) {
 	s.unmatched.WithLabelValues(reason, label).Inc()
 	if n, ok := s.logs.due(reason + "\x00" + label); ok {
 		var keys []string
-		for _, e := range d.GetEntries() {
-			keys = append(keys, e.GetKey())
+		for _, e := range req.entriesOf(d) {
+			keys = append(keys, string(e.key))
 		}
-		s.opt.Logger.Warn("envoy rate limit request matched no limit: answered OK", "reason", reason, "domain", domain,
+		s.opt.Logger.Warn("envoy rate limit request matched no limit: answered OK", "reason", reason, "domain", string(req.domain),
 			"keys", strings.Join(keys, ","), "count", n)
 	}
 }

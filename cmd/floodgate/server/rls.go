@@ -95,7 +95,9 @@ func (s *Server) startRLS() error {
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceEnvoyRLS, err)
 	}
-	s.rls = s.serveGRPC(FaceEnvoyRLS, rlsService, ln, svc.Register)
+	// The service's own codec reads and writes its two messages without
+	// reflection (envoyrls.ServerCodec); health and reflection keep grpc's.
+	s.rls = s.serveGRPC(FaceEnvoyRLS, rlsService, ln, svc.Register, envoyrls.ServerCodec())
 	if e.XDS != nil {
 		s.startXDS(e.XDS)
 	}
