@@ -77,13 +77,40 @@ func benchStores(b *testing.B, fn func(b *testing.B, store floodgate.Store)) {
 // one process, 64 calls in flight on 4 connections over 1,000 keys:
 // scripts/bench-rls.sh's load, for profiles (-cpuprofile, -memprofile).
 func BenchmarkGRPC(b *testing.B) {
-	benchStores(b, func(b *testing.B, store floodgate.Store) {
+	benchStores(b, func(b *testing.B, store floodgate.Store) { benchGRPC(b, store) })
+}
+
+// daemonOptions are the options the daemon builds its gRPC servers with
+// that bear on speed (cmd/floodgate/server/grpc.go).
+func daemonOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.InitialWindowSize(64 << 10), grpc.InitialConnWindowSize(64 << 10), grpc.ReadBufferSize(8 << 10)}
+}
+
+// BenchmarkGRPCOptions is BenchmarkGRPC on the memory store with the
+// daemon's options and one more grpc-go server option each.
+func BenchmarkGRPCOptions(b *testing.B) {
+	for _, o := range []struct {
+		name string
+		opts []grpc.ServerOption
+	}{
+		{"daemon", nil},
+		{"NumStreamWorkers=2", []grpc.ServerOption{grpc.NumStreamWorkers(2)}},
+		{"ReadBufferSize=32K", []grpc.ServerOption{grpc.ReadBufferSize(32 << 10)}},
+		{"WriteBufferSize=8K", []grpc.ServerOption{grpc.WriteBufferSize(8 << 10)}},
+		{"MaxConcurrentStreams=16", []grpc.ServerOption{grpc.MaxConcurrentStreams(16)}},
+	} {
+		b.Run(o.name, func(b *testing.B) { benchGRPC(b, testkit.Memory(b), append(daemonOptions(), o.opts...)...) })
+	}
+}
+
+func benchGRPC(b *testing.B, store floodgate.Store, opts ...grpc.ServerOption) {
+	{
 		svc := benchService(b, store)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
-		g := grpc.NewServer(ServerCodec())
+		g := grpc.NewServer(append(opts, ServerCodec())...)
 		svc.Register(g)
 		go g.Serve(ln)
 		b.Cleanup(g.Stop)
@@ -111,7 +138,7 @@ func BenchmarkGRPC(b *testing.B) {
 				}
 			}
 		})
-	})
+	}
 }
 
 func benchRequest(key int) *rlsv3.RateLimitRequest {

@@ -99,12 +99,16 @@ func (r *request) parseDescriptor(b []byte, d *descriptor) error {
 			if d.limit == nil {
 				d.limit = []byte{} // present, if empty
 			}
-			return eachField(v, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
+			return eachField(v, func(num protowire.Number, typ protowire.Type, m []byte, x uint64) error {
 				switch {
 				case num == 1 && typ == protowire.VarintType:
 					d.perUnit = uint32(x)
 				case num == 2 && typ == protowire.VarintType:
 					d.unit = int32(x)
+				case num == 3 && typ == protowire.BytesType:
+					// unit_multiplier, a UInt32Value: unused, but proto
+					// refuses the request when it is malformed.
+					return eachField(m, skip)
 				}
 				return nil
 			})
@@ -142,13 +146,17 @@ func parseEntry(b []byte) (entry, error) {
 	return e, err
 }
 
+// skip is a field visitor that reads nothing: eachField(b, skip) checks
+// that b is a message.
+func skip(protowire.Number, protowire.Type, []byte, uint64) error { return nil }
+
 // eachField calls fn with every field of the message b: its number, its
 // wire type, and its value (v for a length-delimited field, x for a
 // varint; neither for the other types, which fn may only skip).
 func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber { // ConsumeTag checks the lower bound only
 			return errWire
 		}
 		b = b[n:]
