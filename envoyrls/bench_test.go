@@ -94,7 +94,7 @@ func BenchmarkGRPCOptions(b *testing.B) {
 		opts []grpc.ServerOption
 	}{
 		{"daemon", nil},
-		{"NumStreamWorkers=2", []grpc.ServerOption{grpc.NumStreamWorkers(2)}},
+		{"NumStreamWorkers=64", []grpc.ServerOption{grpc.NumStreamWorkers(64)}},
 		{"ReadBufferSize=32K", []grpc.ServerOption{grpc.ReadBufferSize(32 << 10)}},
 		{"WriteBufferSize=8K", []grpc.ServerOption{grpc.WriteBufferSize(8 << 10)}},
 		{"MaxConcurrentStreams=16", []grpc.ServerOption{grpc.MaxConcurrentStreams(16)}},
