@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/floodgate/floodgate"
@@ -76,6 +75,7 @@ type limit struct {
 	// gRPC error and Envoy's own failure mode decides.
 	errorOnFailure bool
 	current        *rlsv3.RateLimitResponse_RateLimit // shared and never modified
+	currentWire    []byte                             // current's wire form (currentWire)
 	policy         floodgate.Policy                   // its Quota is 0 for a limit refusing everything
 }
 
@@ -165,6 +165,7 @@ func compileLimit(eng *engine.Engine, d *Descriptor, path string, cc compiling) 
 	if rl.Window != "" {
 		l.current.RequestsPerUnit = uint32(min(p.Quota, 1<<32-1))
 	}
+	l.currentWire = currentWire(l.current)
 	if p.Quota == 0 {
 		return l, nil
 	}
@@ -219,8 +220,8 @@ func policyName(name, path string) string {
 // mode), without name or replaces, post-charged in a domain of
 // Config.PostCharge. Errors: a unit that is not one of Envoy's, or more
 // distinct overrides than maxOverrides.
-func (r *Rules) override(o *commonv3.RateLimitDescriptor_RateLimitOverride, domain string) (*limit, error) {
-	k := overrideKey{o.GetRequestsPerUnit(), rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()), r.posts(domain)}
+func (r *Rules) override(perUnit uint32, unit int32, domain string) (*limit, error) {
+	k := overrideKey{perUnit, rlsv3.RateLimitResponse_RateLimit_Unit(unit), r.posts(domain)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if l := r.overrides[k]; l != nil {
@@ -229,12 +230,12 @@ func (r *Rules) override(o *commonv3.RateLimitDescriptor_RateLimitOverride, doma
 	if len(r.overrides) >= maxOverrides {
 		return nil, fmt.Errorf("more than %d distinct limit overrides", maxOverrides)
 	}
-	unit := strings.ToLower(k.unit.String())
-	if _, ok := units[unit]; !ok {
+	name := strings.ToLower(k.unit.String())
+	if _, ok := units[name]; !ok {
 		return nil, fmt.Errorf("limit override unit %v is not one of second, minute, hour, day, week, month, year", k.unit)
 	}
-	d := &Descriptor{RateLimit: &RateLimit{Unit: unit, RequestsPerUnit: k.perUnit}}
-	l, err := compileLimit(r.eng, d, fmt.Sprintf("override_%d_per_%s", k.perUnit, unit), compiling{r.fm, k.post})
+	d := &Descriptor{RateLimit: &RateLimit{Unit: name, RequestsPerUnit: k.perUnit}}
+	l, err := compileLimit(r.eng, d, fmt.Sprintf("override_%d_per_%s", k.perUnit, name), compiling{r.fm, k.post})
 	if err != nil {
 		return nil, err
 	}
@@ -249,13 +250,13 @@ func (r *Rules) override(o *commonv3.RateLimitDescriptor_RateLimitOverride, doma
 // entry. It appends the descriptor's partition key to key and returns it,
 // and reports whether the descriptor is listed without a limit on purpose
 // (a node with neither a limit nor nested descriptors).
-func (lv *level) match(key []byte, entries []*commonv3.RateLimitDescriptor_Entry) (l *limit, k []byte, listed bool) {
+func (lv *level) match(key []byte, entries []entry) (l *limit, k []byte, listed bool) {
 	var nbuf [128]byte
 	for i, e := range entries {
 		if lv == nil {
 			return nil, key, false
 		}
-		name := append(append(append(nbuf[:0], e.Key...), '_'), e.Value...)
+		name := append(append(append(nbuf[:0], e.key...), '_'), e.value...)
 		n, wild := lv.nodes[string(name)], false
 		if n == nil {
 			for _, w := range lv.wildcard {
@@ -266,16 +267,17 @@ func (lv *level) match(key []byte, entries []*commonv3.RateLimitDescriptor_Entry
 			}
 		}
 		if n == nil {
-			n = lv.nodes[e.Key]
+			n = lv.nodes[string(e.key)]
 		}
 		if n == nil {
 			return nil, key, false
 		}
-		v := e.Value
+		key = append(append(append(key, 0), e.key...), 0)
 		if wild && n.share != "" {
-			v = strings.TrimPrefix(n.share, e.Key+"_")
+			key = append(key, sharedValue(n.share, e.key)...)
+		} else {
+			key = append(key, e.value...)
 		}
-		key = append(append(append(append(key, 0), e.Key...), 0), v...)
 		if i == len(entries)-1 {
 			return n.limit, key, n.limit == nil && n.next == nil
 		}
@@ -284,11 +286,20 @@ func (lv *level) match(key []byte, entries []*commonv3.RateLimitDescriptor_Entry
 	return nil, key, false
 }
 
+// sharedValue is the value a share_threshold wildcard counts every match
+// under: its name without "key_" when it starts so, else the whole name.
+func sharedValue(share string, key []byte) string {
+	if len(share) > len(key) && share[len(key)] == '_' && share[:len(key)] == string(key) {
+		return share[len(key)+1:]
+	}
+	return share
+}
+
 // rawKey is a descriptor's partition key without any tree: its domain and
 // entries, as an override counts them.
-func rawKey(key []byte, entries []*commonv3.RateLimitDescriptor_Entry) []byte {
+func rawKey(key []byte, entries []entry) []byte {
 	for _, e := range entries {
-		key = append(append(append(append(key, 0), e.Key...), 0), e.Value...)
+		key = append(append(append(append(key, 0), e.key...), 0), e.value...)
 	}
 	return key
 }

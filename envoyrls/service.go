@@ -1,6 +1,7 @@
 package envoyrls
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,15 +10,13 @@ import (
 	"sync"
 	"time"
 
-	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/proto"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/engine"
 )
 
@@ -112,8 +111,10 @@ func NewService(rules func() *Rules, opt Options) (*Service, error) {
 	return s, nil
 }
 
-// Register adds the service to g.
-func (s *Service) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+// Register adds the service to g, which must be built with ServerCodec
+// (grpc.NewServer(envoyrls.ServerCodec(), …)); without it every call
+// fails with codes.Internal.
+func (s *Service) Register(g *grpc.Server) { g.RegisterService(&serviceDesc, s) }
 
 // step is one request descriptor's match.
 type step struct {
@@ -129,60 +130,87 @@ type step struct {
 }
 
 // ShouldRateLimit decides req: every descriptor's limit all or nothing
-// (engine.DecideAll). Errors: InvalidArgument for a malformed request or
-// a limit override of no known unit, Unavailable when the store fails and
-// the matched limit set no failure_mode.
+// (engine.DecideAll). It is the gRPC method's Go form, for calls without
+// gRPC: it writes req to the wire and reads the answer back, so that it
+// decides exactly as a call through Register does. Errors: InvalidArgument
+// for a malformed request or a limit override of no known unit,
+// Unavailable when the store fails and the matched limit set no
+// failure_mode.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if err := s.check(req); err != nil {
+	r := new(request)
+	var err error
+	if r.buf, err = proto.Marshal(req); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := r.parse(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var resp response
+	if err := s.serve(ctx, r, &resp); err != nil {
+		return nil, err
+	}
+	out := new(rlsv3.RateLimitResponse)
+	if err := proto.Unmarshal(resp.appendWire(nil), out); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return out, nil
+}
+
+// serve decides r into resp; see ShouldRateLimit.
+func (s *Service) serve(ctx context.Context, req *request, resp *response) error {
+	if err := s.check(req); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	r := s.rules()
 	var tree *level
 	known := false
 	if r != nil {
-		tree, known = r.domains[req.Domain]
+		tree, known = r.domains[string(req.domain)]
 	}
 	if !known {
-		s.miss("unknown_domain", "", req.Domain, req.Descriptors[0])
+		s.miss("unknown_domain", "", req, &req.descriptors[0])
 	}
 	var sbuf [4]step
 	steps := sbuf[:0]
-	for _, d := range req.Descriptors {
+	for i := range req.descriptors {
+		d := &req.descriptors[i]
 		st := step{cost: cost(req, d), out: -1}
 		if known {
 			var kbuf [128]byte
-			if o := d.GetLimit(); o != nil {
-				l, err := r.override(o, req.Domain)
+			if d.limit != nil {
+				l, err := r.override(d.perUnit, d.unit, string(req.domain))
 				if err != nil {
-					return nil, status.Error(codes.InvalidArgument, err.Error())
+					return status.Error(codes.InvalidArgument, err.Error())
 				}
-				st.limit, st.key = l, string(rawKey(append(kbuf[:0], req.Domain...), d.Entries))
+				st.limit, st.key = l, string(rawKey(append(kbuf[:0], req.domain...), req.entriesOf(d)))
 			} else {
-				l, key, listed := tree.match(append(kbuf[:0], req.Domain...), d.Entries)
+				l, key, listed := tree.match(append(kbuf[:0], req.domain...), req.entriesOf(d))
 				st.limit, st.key = l, string(key)
 				if l == nil && !listed {
-					s.miss("unmatched", req.Domain, req.Domain, d)
+					s.miss("unmatched", string(req.domain), req, d)
 				}
 			}
 		}
 		steps = append(steps, st)
 	}
 	replace(steps)
-	resp, err := s.decide(ctx, steps)
-	if err == nil && s.opt.DynamicMetadata {
-		resp.DynamicMetadata = dynamicMetadata(req, steps, resp)
+	if err := s.decide(ctx, steps, resp); err != nil {
+		return err
 	}
-	return resp, err
+	if s.opt.DynamicMetadata {
+		resp.metadata = dynamicMetadata(req, steps, resp)
+	}
+	return nil
 }
 
 // cost is what d spends, as envoyproxy/ratelimit counts it: the
 // descriptor's own hits_addend when set (0 checks without spending), else
 // the request's, where 0 means 1 (Envoy sends 0 when unset).
-func cost(req *rlsv3.RateLimitRequest, d *commonv3.RateLimitDescriptor) int64 {
-	if h := d.GetHitsAddend(); h != nil {
-		return int64(min(h.Value, math.MaxInt64))
+func cost(req *request, d *descriptor) int64 {
+	if d.hasHits {
+		return int64(min(d.hits, math.MaxInt64))
 	}
-	return int64(max(req.GetHitsAddend(), 1))
+	return int64(max(req.hitsAddend, 1))
 }
 
 // replace sets unlimited limits aside, then drops every limit whose name
@@ -220,156 +248,37 @@ func (st *step) refuses() bool {
 	return l != nil && l.rule == nil && st.cost > 0 && !l.shadow && !l.quota
 }
 
-func (s *Service) decide(ctx context.Context, steps []step) (*rlsv3.RateLimitResponse, error) {
-	var ebuf [4]engine.Step
-	es := ebuf[:0] // decided together; the others are looked at or post-charged
-	refuseAll := false
-	for i := range steps {
-		refuseAll = refuseAll || steps[i].refuses()
-	}
-	// A step's outcome is outs[i] when decided together, else
-	// outs[len(steps)+i].
-	var obuf [8]engine.Outcome
-	outs := append(obuf[:0], make([]engine.Outcome, 2*len(steps))...)
-	refuseAll = decidePost(ctx, steps, outs[len(steps):]) || refuseAll
-	for i := range steps {
-		st := &steps[i]
-		if st.limit == nil || st.limit.rule == nil || st.limit.post {
-			continue
-		}
-		if st.cost == 0 || refuseAll {
-			// A check only, or a request refused anyway: spend nothing,
-			// and show what is left (REQUIREMENTS K3).
-			st.out, st.peeked, st.refused = len(steps)+i, true, refuseAll
-			continue
-		}
-		st.out = len(es)
-		es = append(es, engine.Step{Rule: st.limit.rule, Request: engine.Request{Key: st.key, Cost: floodgate.Cost{Requests: st.cost}}})
-	}
-	if len(es) > 0 {
-		engine.DecideAll(ctx, es, outs[:len(es)])
-	}
-	for i := range steps {
-		if st := &steps[i]; st.peeked && !st.limit.post {
-			outs[st.out] = st.limit.rule.Peek(ctx, st.key)
-		}
-	}
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(steps))}
-	for i := range steps {
-		ds, err := s.status(&steps[i], outs)
-		if err != nil {
-			return nil, err
-		}
-		if ds.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-		resp.Statuses[i] = ds
-	}
-	switch {
-	case s.opt.LimitHeaders != nil:
-		resp.ResponseHeadersToAdd = s.limitHeaders(steps, resp.Statuses)
-	case s.opt.Fields.Style != engine.None && len(es) > 0 && !refuseAll:
-		resp.ResponseHeadersToAdd = s.headers(outs[:len(es)])
-	}
-	return resp, nil
-}
-
-// status is one descriptor's answer, as envoyproxy/ratelimit gives it: OK
-// alone when no limit applies, OK with the largest remaining for an
-// unlimited one; else the limit's code, remaining (0 when over) and
-// duration_until_reset. A shadow-mode limit is OK whatever it says, and a
-// quota-mode one over its limit is OK with remaining 0 and no reset.
-func (s *Service) status(st *step, outs []engine.Outcome) (*rlsv3.RateLimitResponse_DescriptorStatus, error) {
-	l := st.limit
-	switch {
-	case st.unlimited:
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
-	case l == nil:
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}, nil
-	}
-	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: l.current}
-	over := st.cost > 0 // requests_per_unit 0 (no rule): any spending is over
-	var remaining int64
-	var reset time.Duration
-	if l.rule != nil {
-		o := &outs[st.out]
-		if o.Verdict == engine.Unavailable && l.errorOnFailure && !st.refused {
-			return nil, status.Error(codes.Unavailable, "rate limit store unavailable")
-		}
-		remaining, reset, over = st.standing(o)
-	}
-	s.opt.Stats.observe(l, st.cost, !over, remaining)
-	ds.LimitRemaining = uint32(min(remaining, math.MaxUint32))
-	if reset <= 0 {
-		w := l.policy.Window
-		reset = w - time.Duration(s.opt.Now().UnixNano())%w
-	}
-	ds.DurationUntilReset = durationpb.New(reset)
-	if over {
-		ds.LimitRemaining = 0
-		if l.quota && !l.shadow {
-			st.quotaOver = true
-			ds.DurationUntilReset = nil
-		} else if !l.shadow {
-			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-	}
-	return ds, nil
-}
-
-// standing reads a step's outcome: what is left, until when, and whether
-// the step is over its limit.
-func (st *step) standing(o *engine.Outcome) (remaining int64, reset time.Duration, over bool) {
-	if o.Summary >= 0 {
-		it := o.Item(o.Summary)
-		remaining, reset = it.Remaining, it.ResetAfter
-		// A peek's Allowed says whether a cost of 1 fits.
-		over = !it.Allowed || st.peeked && it.Remaining < st.cost
-	}
-	switch {
-	case st.counted:
-		over = true // the post-charge's standing is after the debt it made
-	case st.cost == 0 && st.limit.post:
-		over = o.Verdict != engine.Allowed // not one unit is left
-	case st.cost == 0:
-		over = false // a check only: these counters never pass the limit
-	case o.Verdict == engine.Denied && st.peeked, o.Verdict == engine.Unavailable && st.refused:
-	case o.Verdict != engine.Allowed:
-		over = true
-	}
-	return remaining, reset, over
-}
-
 // check refuses what no configuration could match and what would make
 // the service do unbounded work.
-func (s *Service) check(req *rlsv3.RateLimitRequest) error {
-	switch n := len(req.GetDescriptors()); {
-	case req.GetDomain() == "":
+func (s *Service) check(req *request) error {
+	switch n := len(req.descriptors); {
+	case len(req.domain) == 0:
 		return fmt.Errorf("domain is empty")
 	case n == 0:
 		return fmt.Errorf("no descriptors")
 	case n > s.opt.MaxDescriptors:
 		return fmt.Errorf("%d descriptors, more than the %d accepted", n, s.opt.MaxDescriptors)
 	}
-	if strings.IndexByte(req.Domain, 0) >= 0 {
+	if bytes.IndexByte(req.domain, 0) >= 0 {
 		return fmt.Errorf("domain holds a NUL byte")
 	}
-	for i, d := range req.Descriptors {
-		if len(d.GetEntries()) == 0 {
+	for i := range req.descriptors {
+		d := &req.descriptors[i]
+		if d.n == 0 {
 			return fmt.Errorf("descriptor %d has no entries", i)
 		}
-		if d.GetIsNegativeHits() {
+		if d.negative {
 			return fmt.Errorf("descriptor %d: negative hits are not supported", i)
 		}
-		size := len(req.Domain)
-		for j, e := range d.Entries {
-			if e.GetKey() == "" {
+		size := len(req.domain)
+		for j, e := range req.entriesOf(d) {
+			if len(e.key) == 0 {
 				return fmt.Errorf("descriptor %d entry %d has an empty key", i, j)
 			}
-			if strings.IndexByte(e.Key, 0) >= 0 || strings.IndexByte(e.Value, 0) >= 0 {
+			if bytes.IndexByte(e.key, 0) >= 0 || bytes.IndexByte(e.value, 0) >= 0 {
 				return fmt.Errorf("descriptor %d entry %d holds a NUL byte", i, j)
 			}
-			size += len(e.Key) + len(e.Value) + 2
+			size += len(e.key) + len(e.value) + 2
 		}
 		if size > s.opt.MaxKeyLength {
 			return fmt.Errorf("descriptor %d is %d bytes with its domain, more than the %d accepted", i, size, s.opt.MaxKeyLength)
@@ -381,14 +290,14 @@ func (s *Service) check(req *rlsv3.RateLimitRequest) error {
 // miss counts a descriptor no limit applies to and logs it at most once a
 // minute per reason and domain: envoyproxy/ratelimit answers these OK
 // silently, so a misspelt domain or key would switch limiting off unseen.
-func (s *Service) miss(reason, label, domain string, d *commonv3.RateLimitDescriptor) {
+func (s *Service) miss(reason, label string, req *request, d *descriptor) {
 	s.unmatched.WithLabelValues(reason, label).Inc()
 	if n, ok := s.logs.due(reason + "\x00" + label); ok {
 		var keys []string
-		for _, e := range d.GetEntries() {
-			keys = append(keys, e.GetKey())
+		for _, e := range req.entriesOf(d) {
+			keys = append(keys, string(e.key))
 		}
-		s.opt.Logger.Warn("envoy rate limit request matched no limit: answered OK", "reason", reason, "domain", domain,
+		s.opt.Logger.Warn("envoy rate limit request matched no limit: answered OK", "reason", reason, "domain", string(req.domain),
 			"keys", strings.Join(keys, ","), "count", n)
 	}
 }

@@ -95,7 +95,7 @@ func (f *fixture) serve(t *testing.T, store floodgate.Store, opt Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(ServerCodec())
 	svc.Register(g)
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)

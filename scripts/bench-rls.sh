@@ -3,23 +3,28 @@
 # limit service"): Floodgate's envoy_rls face against envoyproxy/ratelimit
 # on one private Redis, and against gubernator on the memory store, the
 # same gRPC load for each (64 concurrent calls, 1 key and 1,000 keys, a
-# quota never reached), rounds interleaved; then a differential run of one
-# request sequence and one config file against ratelimit and Floodgate.
+# quota never reached), rounds interleaved, beside bench/cmd/rlsnop (a
+# service answering OK without deciding: the floor of a gRPC call); the
+# script calls Redis ran per Floodgate decision (its batches); then every
+# contender at a fixed offered load (RATE calls/s, open loop) for latency
+# quantiles; and a differential run of one request sequence and one config
+# file against ratelimit and Floodgate.
 #
 # The peers are Go modules installed with `go install` into a scratch
 # directory under /tmp, never into the repository.
 #
-# Environment: ROUNDS (5), DURATION (5s), PEERS (the scratch directory,
-# default /tmp/floodgate-rls-peers), RATELIMIT_VERSION, GUBERNATOR_VERSION.
+# Environment: ROUNDS (5), DURATION (5s), RATE (5000; 0 skips the latency
+# runs), PEERS (the scratch directory, default /tmp/floodgate-rls-peers),
+# RATELIMIT_VERSION, GUBERNATOR_VERSION.
 # Ports 7810-7840 on 127.0.0.1.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 . scripts/lib.sh
-rounds=${ROUNDS:-5} dur=${DURATION:-5s}
+rounds=${ROUNDS:-5} dur=${DURATION:-5s} rate=${RATE:-5000}
 peers=${PEERS:-/tmp/floodgate-rls-peers}
 gub_version=${GUBERNATOR_VERSION:-v2.13.0}
-redis_port=7840 fg_mem=127.0.0.1:7810 fg_redis=127.0.0.1:7811 rl=127.0.0.1:7820 gub=127.0.0.1:7830
+redis_port=7840 fg_mem=127.0.0.1:7810 fg_redis=127.0.0.1:7811 rl=127.0.0.1:7820 gub=127.0.0.1:7830 nop=127.0.0.1:7815
 
 install_ratelimit "$peers"
 if [[ ! -x $peers/bin/gubernator ]]; then
@@ -35,7 +40,7 @@ cleanup() {
 }
 trap cleanup EXIT
 go -C cmd/floodgate build -o "$work/floodgate" .
-(cd bench && go build -o "$work/rlsload" ./cmd/rlsload)
+(cd bench && go build -o "$work/rlsload" ./cmd/rlsload && go build -o "$work/rlsnop" ./cmd/rlsnop)
 
 suffix=$(date +%s)
 mkdir -p "$work/rt/ratelimit/config"
@@ -75,29 +80,54 @@ env GUBER_GRPC_ADDRESS=$gub GUBER_HTTP_ADDRESS=127.0.0.1:7831 GUBER_ADVERTISE_AD
   "$peers/bin/gubernator" >"$work/gubernator.log" 2>&1 &
 gub_pid=$!; pids+=("$gub_pid")
 wait_port "$gub"
+"$work/rlsnop" -addr "$nop" 2>"$work/rlsnop.log" &
+nop_pid=$!; pids+=("$nop_pid")
+wait_port "$nop"
 sleep 2 # ratelimit loads its files, gubernator's memberlist settles
+
+# script_calls: the Redis function and script calls since the last
+# CONFIG RESETSTAT (Floodgate's batches: one call carries a batch).
+script_calls() {
+  cli "$redis_port" INFO commandstats | awk -F'[:=,]' '$1 ~ /^cmdstat_(fcall|fcall_ro|evalsha|eval)$/ {n += $3} END {print n + 0}'
+}
 
 echo "== differential: envoyproxy/ratelimit (A) and Floodgate on Redis (B), one sequence, one config file"
 # The sequence's windows are an hour long: start it well inside one.
-while (( $(date +%M) == 59 && $(date +%S) > 40 )); do sleep 1; done
+while (( 10#$(date +%M) == 59 && 10#$(date +%S) > 40 )); do sleep 1; done
 "$work/rlsload" -diff "$rl,$fg_redis" -suffix "$suffix" || echo "differential: answers differ"
 
 echo "== load: $rounds rounds of $dur, 64 concurrent calls, interleaved"
 results=$work/results
 for ((r = 1; r <= rounds; r++)); do
   for keys in 1 1000; do
-    "$work/rlsload" -label floodgate-redis -addr "$fg_redis" -keys $keys -duration "$dur" -pids "$fgredis_pid,$redis_pid" -redis-pid "$redis_pid" | tee -a "$results"
+    cli "$redis_port" CONFIG RESETSTAT >/dev/null
+    line=$("$work/rlsload" -label floodgate-redis -addr "$fg_redis" -keys $keys -duration "$dur" -pids "$fgredis_pid,$redis_pid" -redis-pid "$redis_pid")
+    calls=$(script_calls)
+    printf '%s\t%s script calls\n' "$line" "$calls" | tee -a "$results"
     "$work/rlsload" -label ratelimit-redis -addr "$rl" -keys $keys -duration "$dur" -pids "$rl_pid,$redis_pid" -redis-pid "$redis_pid" | tee -a "$results"
     "$work/rlsload" -label floodgate-memory -addr "$fg_mem" -keys $keys -duration "$dur" -pids "$fgmem_pid" | tee -a "$results"
     "$work/rlsload" -label gubernator -proto gubernator -addr "$gub" -keys $keys -duration "$dur" -pids "$gub_pid" | tee -a "$results"
+    "$work/rlsload" -label rlsnop -addr "$nop" -keys $keys -duration "$dur" -pids "$nop_pid" | tee -a "$results"
   done
 done
+
+if (( rate > 0 )); then
+  echo "== latency: $rounds rounds of $dur at $rate calls/s offered (open loop), 1,000 keys, interleaved"
+  latency=$work/latency
+  for ((r = 1; r <= rounds; r++)); do
+    "$work/rlsload" -label floodgate-redis -addr "$fg_redis" -keys 1000 -rate "$rate" -duration "$dur" -pids "$fgredis_pid" | tee -a "$latency"
+    "$work/rlsload" -label ratelimit-redis -addr "$rl" -keys 1000 -rate "$rate" -duration "$dur" -pids "$rl_pid" | tee -a "$latency"
+    "$work/rlsload" -label floodgate-memory -addr "$fg_mem" -keys 1000 -rate "$rate" -duration "$dur" -pids "$fgmem_pid" | tee -a "$latency"
+    "$work/rlsload" -label gubernator -proto gubernator -addr "$gub" -keys 1000 -rate "$rate" -duration "$dur" -pids "$gub_pid" | tee -a "$latency"
+    "$work/rlsload" -label rlsnop -addr "$nop" -keys 1000 -rate "$rate" -duration "$dur" -pids "$nop_pid" | tee -a "$latency"
+  done
+fi
 
 echo "== medians of $rounds rounds (server CPU: Redis' included for the Redis runs)"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for keys in 1 1000; do
   declare -A rate cpu rcpu
-  for t in floodgate-redis ratelimit-redis floodgate-memory gubernator; do
+  for t in floodgate-redis ratelimit-redis floodgate-memory gubernator rlsnop; do
     rate[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results" | median)
     cpu[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $4+0}' "$results" | median)
     printf '%s keys\t%-17s %8.0f decisions/s\t%6.1f µs CPU/decision\n' "$keys" "$t" "${rate[$t]}" "${cpu[$t]}"
@@ -107,6 +137,20 @@ for keys in 1 1000; do
   done
   awk -v a="${rcpu[floodgate-redis]}" -v b="${rcpu[ratelimit-redis]}" -v k="$keys" \
     'BEGIN {printf "%s keys\tRedis CPU/decision: Floodgate %.2f µs, ratelimit %.2f µs, ratio %.2f×\n", k, a, b, a/b}'
-  awk -v a="${rate[floodgate-redis]}" -v b="${rate[ratelimit-redis]}" -v c="${rate[floodgate-memory]}" -v d="${rate[gubernator]}" -v k="$keys" \
-    'BEGIN {printf "%s keys\tFloodgate/ratelimit on Redis %.2f×\tFloodgate memory/gubernator %.2f×\n", k, a/b, c/d}'
+  awk -v a="${rate[floodgate-redis]}" -v b="${rate[ratelimit-redis]}" -v c="${rate[floodgate-memory]}" -v d="${rate[gubernator]}" -v e="${rate[rlsnop]}" -v k="$keys" \
+    'BEGIN {printf "%s keys\tFloodgate/ratelimit on Redis %.2f×\tFloodgate memory/gubernator %.2f×\tthe floor: rlsnop/ratelimit %.2f×, rlsnop/gubernator %.2f×\n", k, a/b, c/d, e/b, e/d}'
+  awk -v a="${cpu[floodgate-redis]}" -v c="${cpu[floodgate-memory]}" -v e="${cpu[rlsnop]}" -v k="$keys" \
+    'BEGIN {printf "%s keys\tserver CPU above rlsnop per decision: Floodgate memory %.1f µs, Floodgate Redis %.1f µs (redis-server included)\n", k, c-e, a-e}'
+  awk -F'\t' -v k="$keys keys" '$1=="floodgate-redis" && $2==k {split($3, d, " "); split($7, c, " "); if (c[1] > 0) print d[1] * '"${dur%s}"' / c[1]}' "$results" | median |
+    awk -v k="$keys" '{printf "%s keys\tFloodgate on Redis: %.1f decisions per script call (median of rounds)\n", k, $1}'
 done
+if (( rate > 0 )); then
+  echo "== latency medians of $rounds rounds at $rate calls/s offered, 1,000 keys (µs)"
+  for t in floodgate-redis ratelimit-redis floodgate-memory gubernator rlsnop; do
+    q() { awk -F'\t' -v t=$t -v f="$1" '$1==t {print $f+0}' "$latency" | median; }
+    printf '%-17s p50 %6.0f\tp99 %6.0f\tp99.9 %6.0f\tanswered/s %6.0f\tserver CPU/decision %5.1f\n' "$t" "$(q 5)" "$(q 6)" "$(q 7)" "$(q 4)" "$(q 10)"
+    eval "p99_${t//-/_}=$(q 6)"
+  done
+  awk -v a="$p99_floodgate_redis" -v b="$p99_ratelimit_redis" -v c="$p99_floodgate_memory" -v d="$p99_gubernator" \
+    'BEGIN {printf "p99 ratios: Floodgate Redis/ratelimit %.2f×, Floodgate memory/gubernator %.2f×\n", a/b, c/d}' 
+fi

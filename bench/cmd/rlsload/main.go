@@ -2,7 +2,8 @@
 // prints decisions per second and each server's CPU per decision, for
 // scripts/bench-rls.sh: Envoy's RateLimitService/ShouldRateLimit
 // (Floodgate's envoy_rls face, envoyproxy/ratelimit) or gubernator's
-// V1/GetRateLimits. With -diff it sends one request sequence to two
+// V1/GetRateLimits. With -rate it offers a fixed rate instead and prints
+// the answers' latency quantiles (p50, p99, p99.9). With -diff it sends one request sequence to two
 // RateLimitService servers and compares their answers.
 package main
 
@@ -38,6 +39,7 @@ func main() {
 	label := flag.String("label", "", "name printed first on the result line")
 	diff := flag.String("diff", "", "two RateLimitService addresses A,B: send one request sequence to both and compare")
 	writeConfig := flag.String("write-config", "", "write the configuration of -diff (domain diff) and of the load (domain bench) into this directory and exit")
+	rate := flag.Int("rate", 0, "offer this many calls a second, open loop, and print latency quantiles instead of the closed-loop rate")
 	suffix := flag.String("suffix", strconv.FormatInt(time.Now().UnixNano(), 36), "-diff: appended to every value, so runs do not share counters")
 	flag.Parse()
 	if *writeConfig != "" {
@@ -55,6 +57,11 @@ func main() {
 		log.Fatal(err)
 	}
 	before, redisBefore := cpu(*pids), cpu(*redisPID)
+	if *rate > 0 {
+		lat, errs, late := openLoop(call, *keys, *rate, *dur)
+		fmt.Println(latencyLine(*label, *keys, *rate, *dur, lat, errs, late, float64((cpu(*pids)-before).Microseconds())/float64(max(len(lat), 1))))
+		return
+	}
 	n, errs := load(call, *keys, *conc, *dur)
 	used, redisUsed := cpu(*pids)-before, cpu(*redisPID)-redisBefore
 	if n == 0 {

@@ -59,9 +59,10 @@ type grpcFace struct {
 }
 
 // serveGRPC serves face on ln, register adding its service (named service
-// in the health reports); an error of Serve ends the daemon (s.errc).
-func (s *Server) serveGRPC(face Face, service string, ln net.Listener, register func(*grpc.Server)) *grpcFace {
-	f := &grpcFace{g: grpc.NewServer(grpcOptions(s.start.Listeners)...), health: health.NewServer()}
+// in the health reports), the server built with grpcOptions and extra; an
+// error of Serve ends the daemon (s.errc).
+func (s *Server) serveGRPC(face Face, service string, ln net.Listener, register func(*grpc.Server), extra ...grpc.ServerOption) *grpcFace {
+	f := &grpcFace{g: grpc.NewServer(append(grpcOptions(s.start.Listeners), extra...)...), health: health.NewServer()}
 	register(f.g)
 	healthpb.RegisterHealthServer(f.g, f.health)
 	f.health.SetServingStatus(service, healthpb.HealthCheckResponse_SERVING)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"google.golang.org/grpc"
 
 	"github.com/floodgate/floodgate/cmd/floodgate/config"
 	"github.com/floodgate/floodgate/engine"
@@ -19,6 +20,11 @@ const FaceEnvoyRLS Face = "envoy_rls"
 
 // rlsService is the gRPC service name the health service reports on.
 const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
+
+// rlsStreamWorkers is the envoy_rls server's grpc.NumStreamWorkers: as
+// many calls in flight as Envoys commonly keep open at once (64 measured
+// as good as 256, and better than 2 or 16).
+const rlsStreamWorkers = 64
 
 // buildRLS compiles the envoy_rls descriptors of cfg's files and of the
 // xDS snapshot in force into one tree on the daemon's engine (a domain in
@@ -95,7 +101,13 @@ func (s *Server) startRLS() error {
 	if err != nil {
 		return fmt.Errorf("server: %s: %w", FaceEnvoyRLS, err)
 	}
-	s.rls = s.serveGRPC(FaceEnvoyRLS, rlsService, ln, svc.Register)
+	// The service's own codec reads and writes its two messages without
+	// reflection (envoyrls.ServerCodec); health and reflection keep grpc's.
+	// Calls run on rlsStreamWorkers long-lived goroutines (more at once
+	// each get a new one, as without the option), whose stacks have grown
+	// once: a new goroutine per call grew its stack on every call, half
+	// the instructions of a decision (docs/BENCHMARKS.md).
+	s.rls = s.serveGRPC(FaceEnvoyRLS, rlsService, ln, svc.Register, envoyrls.ServerCodec(), grpc.NumStreamWorkers(rlsStreamWorkers))
 	if e.XDS != nil {
 		s.startXDS(e.XDS)
 	}
