@@ -31,3 +31,17 @@ func TestSlotsConformanceCluster(t *testing.T) {
 	rdb := clusterClient(t)
 	storetest.RunSlots(t, func(t *testing.T) floodgate.Slots { return newTestStore(t, rdb) }, true)
 }
+
+// The slot suite through EVALSHA of the script, for a Redis user that may
+// neither load nor call functions: slots ride on the same code.
+func TestSlotsConformanceScript(t *testing.T) {
+	storetest.RunSlots(t, func(t *testing.T) floodgate.Slots {
+		s := newTestStore(t, aclClient(t, "-function", "-fcall"))
+		t.Cleanup(func() {
+			if !s.noFunctions.Load() {
+				t.Error("the store still calls FCALL for a user without FUNCTION")
+			}
+		})
+		return s
+	}, true)
+}

@@ -24,10 +24,11 @@
 // empty, longer than WithMaxKeyLength, start with '#' or contain '{' or '}'
 // are replaced by '#' and 32 hex digits of their SHA-256.
 //
-// Concurrent Takes are coalesced: while earlier calls wait on Redis, new
-// ones queue, and each answered batch is followed at once by one script call
-// carrying everything queued (one call per hash slot on a Cluster,
-// pipelined per master). A lone caller is sent at once. On a Cluster whose
+// Concurrent Takes, and in-flight slots' acquires and releases (Acquire,
+// requests of the same code), are coalesced: while earlier calls wait on
+// Redis, new ones queue, and each answered batch is followed at once by one
+// script call carrying everything queued (one call per hash slot on a
+// Cluster, pipelined per master). A lone caller is sent at once. On a Cluster whose
 // slots are moving, only the calls answered MOVED, ASK or TRYAGAIN (which
 // did not run) are sent again, so no decision is spent twice; TRYAGAIN is
 // retried for up to 2 ms before it counts as a failure. WithNearCache adds an

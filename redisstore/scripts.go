@@ -12,9 +12,9 @@ var luaFiles embed.FS
 
 // luaParts are the files concatenated, in this order, into the code that is
 // loaded: shared helpers, one file per algorithm (bucket.lua holds what the
-// token bucket and GCRA share), then the dispatcher, which defines
-// decide(KEYS, ARGV) and calls each policy's algorithm by its
-// floodgate.Algorithm value.
+// token bucket and GCRA share), the in-flight slots, then the dispatcher,
+// which defines decide(KEYS, ARGV) and calls each policy's algorithm by its
+// wire code, and a slot's acquire or release by theirs.
 var luaParts = []string{
 	"prelude.lua",
 	"fixed_window.lua",
@@ -23,6 +23,7 @@ var luaParts = []string{
 	"bucket.lua",
 	"token_bucket.lua",
 	"gcra.lua",
+	"slots.lua",
 	"dispatch.lua",
 }
 

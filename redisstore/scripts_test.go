@@ -14,7 +14,9 @@ import (
 // TestWireCodes pins each algorithm's wire code on both sides of the
 // protocol: the Go table that encodes requests and the WIRE table of
 // lua/dispatch.lua that dispatches them. Reordering floodgate.Algorithm's
-// constants must change neither.
+// constants must change neither. The codes of the requests no algorithm
+// decides alone (a calendar period, a slot's acquire and release) are
+// pinned on both sides too, and every code is distinct.
 func TestWireCodes(t *testing.T) {
 	want := map[floodgate.Algorithm]byte{
 		floodgate.FixedWindow:          1,
@@ -53,6 +55,21 @@ func TestWireCodes(t *testing.T) {
 		}
 		if lua[code] != loader[a] {
 			t.Errorf("dispatch.lua WIRE[%d] = %q, want %q (%v)", code, lua[code], loader[a], a)
+		}
+	}
+	other := map[string]byte{"CALENDAR": 6, "ACQUIRE": 7, "RELEASE": 8}
+	goSide := map[string]byte{"CALENDAR": calendarCode, "ACQUIRE": acquireCode, "RELEASE": releaseCode}
+	luaSide := map[string]byte{}
+	for _, m := range regexp.MustCompile(`(?m)^local ([A-Z]+) = (\d+)$`).FindAllStringSubmatch(string(src), -1) {
+		n, _ := strconv.Atoi(m[2])
+		luaSide[m[1]] = byte(n)
+	}
+	for name, code := range other {
+		if goSide[name] != code || luaSide[name] != code {
+			t.Errorf("%s: Go %d, dispatch.lua %d, want %d", name, goSide[name], luaSide[name], code)
+		}
+		if _, ok := lua[code]; ok {
+			t.Errorf("%s's code %d is also an algorithm's", name, code)
 		}
 	}
 }

@@ -3,105 +3,75 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"strings"
+	"errors"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
 )
 
-// acquireScript takes one in-flight slot as a lease: a sorted set per key
-// and policy whose members are holders' tokens scored by their lease's end
-// (server ms). Expired leases are dropped first, so a replica that crashed
-// while holding slots gives them back when its leases end; the set itself
-// expires with its last lease.
-var acquireScript = redis.NewScript(acquireSource)
-
-const acquireSource = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local quota, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local n = redis.call('ZCARD', KEYS[1])
-if n >= quota then return {0, 0} end
-redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIREAT', KEYS[1], tonumber(last[2]))
-return {1, quota - n - 1}
-`
-
-// Acquire implements floodgate.Slots with leases (see acquireScript).
+// Acquire implements floodgate.Slots with leases: a sorted set per key and
+// cap, "<prefix>{<tag>}:<cap>:slots", whose members are holders' tokens
+// scored by the end of their lease (server ms; lua/slots.lua). An acquire
+// and its release are requests of the loaded code like a Take's, through
+// the same batcher: one script call may carry them beside concurrent Takes
+// and slots of the same server (on a Cluster, of the same hash slot).
 // lease bounds how long a crashed holder keeps a slot; at least 1 ms.
-// Errors: ErrStoreUnavailable wrapping the cause, or ctx's error.
+//
+// The release waits for its answer (at most the per-call timeout, whatever
+// the context Acquire was given) and is best effort: if it fails, the lease
+// ends anyway.
+//
+// Errors: as for Take (ErrStoreUnavailable wrapping the cause, or ctx's
+// error). Under WithDurability a slot taken on the master but not confirmed
+// by enough replicas fails with ErrNotReplicated and is given back.
 func (s *Store) Acquire(ctx context.Context, key string, c floodgate.Concurrency, lease time.Duration) (func(), int64, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, false, err
 	}
-	k := s.prefix + "{" + tag(key, s.maxKeyLen) + "}:" + c.Name + ":slots"
-	var raw [12]byte
-	rand.Read(raw[:])
-	token := hex.EncodeToString(raw[:])
-	ms := max(lease.Milliseconds(), 1)
-	var res []int64
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		res, err = s.once(ctx, acquireScript, acquireSource, k, c.Max, ms, token).Result()
-		return err
-	})
-	if err != nil {
+	t := tag(key, s.maxKeyLen)
+	k := s.prefix + "{" + t + "}:" + c.Name + ":slots"
+	tok := new(token)
+	rand.Read(tok[:])
+	r := s.slotRequest(t, k)
+	r.encodeAcquire(c.Max, max(lease.Milliseconds(), 1), tok)
+	if err := s.wait(ctx, r); err != nil {
+		if errors.Is(err, ErrNotReplicated) {
+			s.release(context.WithoutCancel(ctx), t, k, tok)
+		}
 		return nil, 0, false, err
 	}
-	if len(res) != 2 {
-		return nil, 0, false, fmt.Errorf("%w: unexpected slot reply %v", floodgate.ErrStoreUnavailable, res)
-	}
-	if res[0] != 1 {
+	ok, free := r.out[0] == 1, r.out[1]
+	putRequest(r)
+	if !ok {
 		return nil, 0, false, nil
 	}
 	var once sync.Once
 	release := func() {
-		// Best effort, detached from the request (call adds the timeout):
-		// if it fails, the lease ends anyway.
-		once.Do(func() {
-			s.call(context.WithoutCancel(ctx), func(ctx context.Context) error { return s.client.ZRem(ctx, k, token).Err() })
-		})
+		// Detached from the request, which may have ended: the wait is
+		// bounded by the per-call timeout.
+		once.Do(func() { s.release(context.WithoutCancel(ctx), t, k, tok) })
 	}
-	return release, res[1], true, nil
+	return release, free, true, nil
 }
 
-// once runs a script of one key, sent at most once (see scriptCmd): by
-// its SHA-1, and by its source if the server lacks it (nothing ran then).
-func (s *Store) once(ctx context.Context, sc *redis.Script, source, key string, args ...any) *scriptCmd {
-	cmd := newScriptCmd(ctx, append([]any{"evalsha", sc.Hash(), 1, key}, args...)...)
-	if err := s.client.Process(ctx, cmd); err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		return cmd
+// release gives back tok's slot of the set k, whose tag is t. Errors are
+// dropped: the slot's lease ends anyway.
+func (s *Store) release(ctx context.Context, t, k string, tok *token) {
+	r := s.slotRequest(t, k)
+	r.encodeRelease(tok)
+	if s.wait(ctx, r) == nil {
+		putRequest(r)
 	}
-	cmd = newScriptCmd(ctx, append([]any{"eval", source, 1, key}, args...)...)
-	_ = s.client.Process(ctx, cmd)
-	return cmd
 }
 
-// call runs f under the per-call timeout. f runs on its own goroutine
-// because go-redis honours context deadlines on sockets only when the
-// client was built with ContextTimeoutEnabled.
-func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- f(cctx) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return s.unavailable(ctx, err)
-		}
-		return nil
-	case <-cctx.Done():
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return s.timedOut()
+// slotRequest is a request of the slot set k, whose tag is t, without its
+// argument yet.
+func (s *Store) slotRequest(t, k string) *request {
+	r := getRequest(1)
+	r.keys[0] = k
+	if s.grouping != groupAll {
+		r.group = uint32(slot(t)) // with groupTag, refined by the tag itself in groups
 	}
+	return r
 }

@@ -219,3 +219,26 @@ func (b *callBreaker) done(now time.Time, failed bool) {
 		b.openUntil = now.Add(floodgate.DefaultBreakerCooldown)
 	}
 }
+
+// call runs f, a command outside the loaded code (Reset's DEL), under the
+// per-call timeout. f runs on its own goroutine
+// because go-redis honours context deadlines on sockets only when the
+// client was built with ContextTimeoutEnabled.
+func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f(cctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return s.unavailable(ctx, err)
+		}
+		return nil
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return s.timedOut()
+	}
+}

@@ -37,6 +37,40 @@ func checkAlgorithms(all []floodgate.Algorithm) error {
 // period's length.
 const calendarCode = 6
 
+// acquireCode and releaseCode are the wire codes of a slot's requests
+// (lua/slots.lua): CALENDAR, ACQUIRE and RELEASE in lua/dispatch.lua
+// (TestWireCodes pins both sides).
+const (
+	acquireCode = 7
+	releaseCode = 8
+)
+
+// token is a slot holder's random name; its member in the slot set is its
+// 24 hex digits.
+type token [12]byte
+
+// encodeAcquire writes r's argument to take one slot of a cap of slots
+// for lease ms: now -1 (a slot's times are always the server's: its set
+// expires on the server's clock), acquireCode, slots and lease as
+// big-endian doubles, then tok; 37 bytes, a length no request of policies
+// has (lua/dispatch.lua). A cap beyond 2^53 is rounded, as Lua's tonumber
+// rounded the decimal argument of earlier versions.
+func (r *request) encodeAcquire(slots, lease int64, tok *token) {
+	b := appendFloat(r.arg[:0], -1)
+	b = append(b, acquireCode)
+	b = appendFloat(b, slots)
+	b = appendFloat(b, lease)
+	r.arg = append(b, tok[:]...)
+}
+
+// encodeRelease writes r's argument to give back tok's slot: now -1,
+// releaseCode, tok; 21 bytes.
+func (r *request) encodeRelease(tok *token) {
+	b := appendFloat(r.arg[:0], -1)
+	b = append(b, releaseCode)
+	r.arg = append(b, tok[:]...)
+}
+
 // encode writes r's script argument (see lua/dispatch.lua): now (µs, or -1
 // for the server's TIME); for a post-charge -1, for a refund the time (µs)
 // its cost was admitted at; then per policy its wire code and quota,

@@ -8,27 +8,39 @@
 -- admitted at; then per policy its wire code (one byte, see WIRE), quota,
 -- capacity, window (µs) and cost (in the policy's unit), each a double:
 -- 8 (or 16) + 33 bytes per policy, decoded by one unpack each.
--- KEYS: per request, its policy keys in the same order.
+-- A slot's request (slots.lua) has one key and always now = -1; then its
+-- code (one byte: ACQUIRE or RELEASE); to acquire, the cap and the lease
+-- (ms) as doubles; then the holder's 12-byte token: 37 bytes to acquire,
+-- 21 to release, lengths no request of policies has (see the loop below).
+-- KEYS: per request, its policy keys in the same order (a slot's: its set).
 -- Reply: per request and policy: allowed (1/0), remaining, reset after (µs),
 -- retry after (µs), full after (µs; the sliding counter's, else 0). When a
 -- request is denied, a policy that would have admitted it reports its
--- remaining before the cost.
+-- remaining before the cost. A slot's request replies five numbers too: to
+-- acquire, allowed and the slots free after it; to release, 1 if the
+-- token held a slot, else 0; then zeros.
 
 -- WIRE maps each algorithm's wire code to its loader. The codes are part of
--- the protocol between the Go store and this code (wireCode in store.go,
--- pinned by TestWireCodes), not the Go enum's order.
+-- the protocol between the Go store and this code (wireCode in wire.go,
+-- pinned by TestWireCodes), not the Go enum's order. CALENDAR, ACQUIRE and
+-- RELEASE are the codes of requests no algorithm decides alone: a calendar
+-- period's fixed window, and a slot's acquire and release (calendarCode,
+-- acquireCode and releaseCode in wire.go, pinned by TestWireCodes too).
 --
 -- Each algorithm's functions are made when a call first needs them: run
 -- with EVAL, the whole script runs again on every call, and defining all
 -- five would cost more than most calls' own arithmetic. In a function
 -- library they are made once.
+local CALENDAR = 6
+local ACQUIRE = 7
+local RELEASE = 8
 local WIRE = {
   [1] = fixed_window,
   [2] = sliding_log,
   [3] = sliding_counter,
   [4] = token_bucket,
   [5] = gcra,
-  [6] = function() return fixed_window(true) end,
+  [CALENDAR] = function() return fixed_window(true) end,
 }
 local TAKE, COMMIT, OWE, REFUND = {}, {}, {}, {}
 
@@ -155,6 +167,21 @@ local function settle(KEYS, k, r, now, out, o)
   return o
 end
 
+-- slot decides a slot's request r for key at now into out after out[o],
+-- and returns the new o, or nil and an error reply for an unknown code.
+local function slot(key, r, now, out, o)
+  local code, allowed, free = byte(r, 9), 0, 0
+  if code == ACQUIRE and #r == 37 then
+    allowed, free = acquire(key, now, r)
+  elseif code == RELEASE and #r == 21 then
+    allowed = release(key, r)
+  else
+    return nil, unknown(code)
+  end
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, free, 0, 0, 0
+  return o + 5
+end
+
 local function decide(KEYS, ARGV)
   if not call then
     floor, max, byte, format, match = math.floor, math.max, string.byte, string.format, string.match
@@ -201,11 +228,17 @@ local function decide(KEYS, ARGV)
       o, err = settle(KEYS, k, r, now, out, o)
       if not o then return err end
       k = k + (#r - 16) / 33
-    else
+    elseif (#r - 8) % 33 == 0 then
       local err
       o, err = several(KEYS, k, r, now, out, o)
       if not o then return err end
       k = k + (#r - 8) / 33
+    else
+      -- Neither 8 nor 16 bytes and whole policies: a slot's request.
+      local err
+      k = k + 1
+      o, err = slot(KEYS[k], r, now, out, o)
+      if not o then return err end
     end
   end
   return out
