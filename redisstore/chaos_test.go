@@ -233,8 +233,9 @@ func TestPauseAtDefaults(t *testing.T) {
 // (REQUIREMENTS S2, S3; docs/REDIS.md, "Cluster").
 func TestClusterShardOutage(t *testing.T) {
 	const base = "7540"
-	runScript(t, "cluster.sh", "up", "3", base)
+	// Cleanup first: an up that fails halfway leaves servers to stop.
 	t.Cleanup(func() { runScript(t, "cluster.sh", "down", base) })
+	runScript(t, "cluster.sh", "up", "3", base)
 	addrs := []string{"127.0.0.1:7540", "127.0.0.1:7541", "127.0.0.1:7542"}
 	ctx := context.Background()
 	for _, a := range addrs {

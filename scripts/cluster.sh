@@ -64,7 +64,10 @@ down() {
 up() {
   local n=$1 p addrs=()
   [[ $n =~ ^[0-9]+$ ]] && ((n >= 3)) || die "a cluster needs at least 3 masters, got '$n'"
-  ((${#CLUSTER_PORTS[@]} == 0)) || down
+  if ((${#CLUSTER_PORTS[@]} > 0)); then
+    down # a cluster left by an earlier run: its ports must not count twice
+    CLUSTER_PORTS=()
+  fi
   mkdir -p "$STATE_DIR"
   for ((p = BASE; p < BASE + n; p++)); do
     refuse_shared "$p"
