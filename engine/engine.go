@@ -82,7 +82,11 @@ type Event struct {
 	// Waits is how many times a throttle rule held the request.
 	Waits      int
 	RetryAfter time.Duration // when refused
-	Latency    time.Duration // time spent in the store (0 when no Observer is set)
+	// Latency is the time spent in store round trips; CachedLatency the
+	// time the store took to answer from its near cache, without one
+	// (Result.Cached). Both are 0 when no Observer is set.
+	Latency       time.Duration
+	CachedLatency time.Duration
 	// Reason says why a door let the request through unlimited (Verdict
 	// Bypassed), e.g. "token" or "cidr".
 	Reason string
