@@ -240,12 +240,6 @@ func (c *Compiled) decide(ctx context.Context, req Request) Outcome {
 	return out
 }
 
-// timing is where a decision's time went: store round trips, and answers
-// the store gave from its near cache without one.
-type timing struct{ store, cached time.Duration }
-
-func (t *timing) add(o timing) { t.store += o.store; t.cached += o.cached }
-
 // plan looks up req's plan and decides its limits into out.
 func (c *Compiled) plan(ctx context.Context, out *Outcome, req Request) timing {
 	p, err := req.Plan(ctx)

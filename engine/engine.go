@@ -92,6 +92,12 @@ type Event struct {
 	Reason string
 }
 
+// timing is where a decision's time went: store round trips, and answers
+// the store gave from its near cache without one.
+type timing struct{ store, cached time.Duration }
+
+func (t *timing) add(o timing) { t.store += o.store; t.cached += o.cached }
+
 // Engine compiles rules and decides requests against them. It is safe for
 // concurrent use.
 type Engine struct {

@@ -62,11 +62,10 @@ type Server struct {
 	addrs   map[Face]string
 	errc    chan error
 
-	rls *grpcFace // the envoy_rls gRPC listener (rls.go)
-	xds *rlsRules // the envoy_rls rules from xDS, and their metrics (xds.go)
-	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
-	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
-
+	rls               *grpcFace             // the envoy_rls gRPC listener (rls.go)
+	xds               *rlsRules             // the envoy_rls rules from xDS, and their metrics (xds.go)
+	ops               *opsParts             // abuse detection, reductions, dashboard (ops.go)
+	pg                *pgTiers              // the PostgreSQL key source, opened once (tiers.go)
 	held              reservations          // the API's checks to settle (settle.go)
 	tp                trace.TracerProvider  // nil: tracing off (tracing.go)
 	spanExp           sdktrace.SpanExporter // WithSpanExporter; nil: OTLP
