@@ -52,6 +52,11 @@ type Result struct {
 	// moves earlier the more a window spends (a larger count decays
 	// faster), which a reset must not.
 	FullAfter time.Duration
+	// Cached is true when the store answered from memory a denial it had
+	// already seen, without a round trip (redisstore.WithNearCache); the
+	// same for every Result of one call. Metrics keep that time apart from
+	// the store's.
+	Cached bool
 }
 
 // Decision is the answer for one request across all of its policies.

@@ -208,22 +208,22 @@ func (o *Outcome) Violated() []string {
 func (c *Compiled) decide(ctx context.Context, req Request) Outcome {
 	req.Key = BoundKey(req.Key)
 	out := Outcome{Summary: -1}
-	var latency time.Duration
+	var took timing
 	if b := c.e.blocker; b != nil {
 		if ra, blocked := b.Blocked(c.name, req.Key); blocked {
 			out.Verdict, out.RetryAfter = Blocked, ra
 			if c.static != nil {
 				out.Field = c.static.field // the limits are known, if not their state
 			}
-			c.report(&out, req.Key, 0, false)
+			c.report(&out, req.Key, timing{}, false)
 			return out
 		}
 	}
 	if c.static != nil {
-		latency += c.step(ctx, &out, c.static, req.Key, req.Cost)
+		took.add(c.step(ctx, &out, c.static, req.Key, req.Cost))
 	}
 	if req.Plan != nil && out.Verdict == Allowed {
-		latency += c.plan(ctx, &out, req)
+		took.add(c.plan(ctx, &out, req))
 	}
 	out.summarize()
 	wouldDeny := false
@@ -236,33 +236,33 @@ func (c *Compiled) decide(ctx context.Context, req Request) Outcome {
 	if out.Verdict != Allowed {
 		out.Release()
 	}
-	c.report(&out, req.Key, latency, wouldDeny)
+	c.report(&out, req.Key, took, wouldDeny)
 	return out
 }
 
 // plan looks up req's plan and decides its limits into out.
-func (c *Compiled) plan(ctx context.Context, out *Outcome, req Request) time.Duration {
+func (c *Compiled) plan(ctx context.Context, out *Outcome, req Request) timing {
 	p, err := req.Plan(ctx)
 	switch {
 	case err != nil && errors.Is(err, ErrRejected):
 		out.Verdict, out.Err = Rejected, err
-		return 0
+		return timing{}
 	case err != nil && ctx.Err() != nil:
 		out.Verdict, out.Err = Unavailable, ctx.Err() // not the source's failure
-		return 0
+		return timing{}
 	case err != nil && c.failure != floodgate.FailClosed:
 		out.Degraded = true // the source failed; the failure mode lets it through
-		return 0
+		return timing{}
 	case err != nil:
 		out.Verdict, out.Err = Unavailable, fmt.Errorf("%w: plan source: %w", floodgate.ErrStoreUnavailable, err)
-		return 0
+		return timing{}
 	case p == nil:
-		return 0
+		return timing{}
 	}
 	s, err := c.setFor("plan\x00"+p.Name, p.Policies, p.Concurrency)
 	if err != nil {
 		out.Verdict, out.Err = Unavailable, fmt.Errorf("engine: rule %q: plan %q: %w", c.name, p.Name, err)
-		return 0
+		return timing{}
 	}
 	key := BoundKey(p.Key)
 	if key == "" {
@@ -271,12 +271,12 @@ func (c *Compiled) plan(ctx context.Context, out *Outcome, req Request) time.Dur
 	return c.step(ctx, out, s, key, req.Cost)
 }
 
-func (c *Compiled) report(out *Outcome, key string, latency time.Duration, shadowDenied bool) {
+func (c *Compiled) report(out *Outcome, key string, took timing, shadowDenied bool) {
 	if c.e.observer == nil {
 		return
 	}
 	ev := Event{Rule: c.name, Key: key, Verdict: out.Verdict, Shadow: shadowDenied, Degraded: out.Degraded,
-		Waits: out.Waits, Latency: latency}
+		Waits: out.Waits, Latency: took.store, CachedLatency: took.cached}
 	if out.Verdict != Allowed || shadowDenied {
 		ev.RetryAfter = out.RetryAfter
 		if out.Summary >= 0 {
@@ -290,7 +290,7 @@ func (c *Compiled) report(out *Outcome, key string, latency time.Duration, shado
 
 // step decides one set for key into out: its caps, then its rates. It
 // returns the time spent in the store, measured only for an Observer.
-func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, cost floodgate.Cost) time.Duration {
+func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, cost floodgate.Cost) timing {
 	timed := c.e.observer != nil
 	lim := s
 	if c.e.capacity != nil && s.limiter != nil {
@@ -302,7 +302,7 @@ func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, c
 		out.Field += ", " + lim.field
 	}
 	if !c.acquire(ctx, out, s, key) || s.limiter == nil {
-		return 0
+		return timing{}
 	}
 	if out.spent[0].s == nil {
 		out.spent[0] = spent{lim, key}
@@ -314,9 +314,12 @@ func (c *Compiled) step(ctx context.Context, out *Outcome, s *set, key string, c
 		start = time.Now()
 	}
 	d, err := c.take(ctx, out, lim.limiter, key, cost)
-	var took time.Duration
+	var took timing
 	if timed {
-		took = time.Since(start)
+		took.store = time.Since(start)
+		if len(d.Results) > 0 && d.Results[0].Cached {
+			took.store, took.cached = 0, took.store
+		}
 	}
 	switch {
 	case errors.Is(err, floodgate.ErrCostExceedsQuota) || errors.Is(err, floodgate.ErrInvalidCost):

@@ -82,11 +82,21 @@ type Event struct {
 	// Waits is how many times a throttle rule held the request.
 	Waits      int
 	RetryAfter time.Duration // when refused
-	Latency    time.Duration // time spent in the store (0 when no Observer is set)
+	// Latency is the time spent in store round trips; CachedLatency the
+	// time the store took to answer from its near cache, without one
+	// (Result.Cached). Both are 0 when no Observer is set.
+	Latency       time.Duration
+	CachedLatency time.Duration
 	// Reason says why a door let the request through unlimited (Verdict
 	// Bypassed), e.g. "token" or "cidr".
 	Reason string
 }
+
+// timing is where a decision's time went: store round trips, and answers
+// the store gave from its near cache without one.
+type timing struct{ store, cached time.Duration }
+
+func (t *timing) add(o timing) { t.store += o.store; t.cached += o.cached }
 
 // Engine compiles rules and decides requests against them. It is safe for
 // concurrent use.

@@ -89,7 +89,7 @@ func peekAll(ctx context.Context, steps []Step, outs []Outcome) bool {
 	st, out := steps[refused], &outs[refused]
 	out.Verdict = Denied
 	out.summarize()
-	st.Rule.report(out, st.Request.Key, 0, false)
+	st.Rule.report(out, st.Request.Key, timing{}, false)
 	return false
 }
 

@@ -19,6 +19,7 @@ import (
 type Metrics struct {
 	decisions   *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
+	cached      *prometheus.HistogramVec
 	storeErrors *prometheus.CounterVec
 	bypasses    *prometheus.CounterVec
 	shadow      *prometheus.CounterVec
@@ -35,7 +36,9 @@ type Metrics struct {
 // are served, so they are not "denied"); policy is the refusing limit, ""
 // when allowed. floodgate_shadow_denials_total{rule,policy} counts those
 // again for dashboards made before the outcome existed.
-// floodgate_store_duration_seconds{rule}, floodgate_store_errors_total{rule}
+// floodgate_store_duration_seconds{rule} (store round trips only),
+// floodgate_near_cache_duration_seconds{rule} (denials the store answered
+// from its near cache, without a round trip), floodgate_store_errors_total{rule}
 // (decisions a failure mode answered), floodgate_bypasses_total{rule,reason},
 // floodgate_retry_after_seconds{rule} (on refusals) and
 // floodgate_throttle_waits_total{rule}.
@@ -45,8 +48,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "floodgate_decisions_total", Help: "Rate-limit decisions by rule, refusing policy and outcome.",
 		}, []string{"rule", "policy", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "floodgate_store_duration_seconds", Help: "Time to get a decision from the store.",
+			Name: "floodgate_store_duration_seconds", Help: "Time to get a decision from the store, by round trip; near-cache answers are apart.",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}, []string{"rule"}),
+		cached: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "floodgate_near_cache_duration_seconds", Help: "Time to answer a denial from the store's near cache, without a round trip.",
+			Buckets: []float64{.000001, .0000025, .000005, .00001, .000025, .00005, .0001, .00025, .001},
 		}, []string{"rule"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "floodgate_store_errors_total", Help: "Decisions made while the store failed.",
@@ -65,7 +72,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "floodgate_throttle_waits_total", Help: "Waits made by throttle rules before asking again.",
 		}, []string{"rule"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.storeErrors, m.bypasses, m.shadow, m.retry, m.throttles} {
+	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.cached, m.storeErrors, m.bypasses, m.shadow, m.retry, m.throttles} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -87,6 +94,9 @@ func (m *Metrics) Observe(e engine.Event) {
 	m.decisions.WithLabelValues(e.Rule, e.Policy, outcome).Inc()
 	if e.Latency > 0 {
 		m.latency.WithLabelValues(e.Rule).Observe(e.Latency.Seconds())
+	}
+	if e.CachedLatency > 0 {
+		m.cached.WithLabelValues(e.Rule).Observe(e.CachedLatency.Seconds())
 	}
 	if e.Degraded || e.Verdict == engine.Unavailable {
 		m.storeErrors.WithLabelValues(e.Rule).Inc()

@@ -92,6 +92,7 @@ func (c *nearCache) answer(tag string, policies []floodgate.Policy, cost floodga
 		if !r.Allowed {
 			r.RetryAfter -= elapsed // > 0: now < until ≤ at + RetryAfter
 		}
+		r.Cached = true
 		results[i] = r
 	}
 	return true

@@ -48,12 +48,21 @@ func TestNearCacheFlood(t *testing.T) {
 	}
 	plain, _ := run()
 	cached, calls := run(WithNearCache(2*keys, 10*time.Millisecond))
-	denied := 0
+	denied, answered := 0, 0
 	for i := range plain {
 		if !plain[i][0].Allowed || !plain[i][1].Allowed {
 			denied++
 		}
+		first := cached[i][0].Cached
+		if first {
+			answered++
+		}
 		for j := range ps {
+			if cached[i][j].Cached != first || plain[i][j].Cached {
+				t.Fatalf("request %d, policy %s: Cached %v, its first policy's %v, Redis alone %v", i, ps[j].Name,
+					cached[i][j].Cached, first, plain[i][j].Cached)
+			}
+			cached[i][j].Cached = false
 			if cached[i][j] != plain[i][j] {
 				t.Fatalf("request %d, policy %s: near cache answered %+v, Redis alone %+v", i, ps[j].Name, cached[i][j], plain[i][j])
 			}
@@ -64,6 +73,11 @@ func TestNearCacheFlood(t *testing.T) {
 	}
 	perRequest := float64(calls) / (keys * perKey)
 	t.Logf("%d Redis calls for %d requests: %.3f per request", calls, keys*perKey, perRequest)
+	// Every request is either a Redis call or an answer marked Cached (the
+	// store sends a few commands of its own, loading its script).
+	if sent := keys*perKey - int64(answered); calls < sent || calls > sent+10 {
+		t.Fatalf("%d answers marked Cached and %d Redis commands for %d requests", answered, calls, keys*perKey)
+	}
 	if perRequest > 0.15 {
 		t.Fatalf("%.3f Redis calls per request under the flood, want at most 0.15", perRequest)
 	}

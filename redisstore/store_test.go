@@ -308,8 +308,8 @@ func TestNearCache(t *testing.T) {
 	if n := hook.n.Load() - sent; n != 0 {
 		t.Fatalf("a flood of denied calls sent %d commands, want 0", n)
 	}
-	want := floodgate.Result{Allowed: false, Remaining: 0, ResetAfter: 50 * time.Second, RetryAfter: 50 * time.Second}
-	if res[0] != want || !res[1].Allowed || res[1].Remaining != 98 {
+	want := floodgate.Result{Allowed: false, Remaining: 0, ResetAfter: 50 * time.Second, RetryAfter: 50 * time.Second, Cached: true}
+	if res[0] != want || !res[1].Allowed || res[1].Remaining != 98 || !res[1].Cached {
 		t.Fatalf("near-cache answer 10 s later: %+v, want %+v and the other policy unchanged", res, want)
 	}
 	// What the cache cannot vouch for goes to Redis: a peek... is covered
@@ -326,7 +326,7 @@ func TestNearCache(t *testing.T) {
 	// Once the denial's RetryAfter has passed, Redis decides again (and admits).
 	clock.Advance(50 * time.Second)
 	take("flood", 1, ps)
-	if !res[0].Allowed || hook.n.Load()-sent != 3 {
+	if !res[0].Allowed || res[0].Cached || hook.n.Load()-sent != 3 {
 		t.Fatalf("after RetryAfter: %+v, commands %d; want admitted by Redis", res, hook.n.Load()-sent)
 	}
 	// Reset through this store drops the entry.

@@ -7,7 +7,8 @@
 # Retry-After and the rate-limit fields through Caddy, and a client's own
 # X-Forwarded-For changes nothing. Also checks that every example's
 # floodgate.yaml, the Docker variants' included, validates, and that both
-# Caddyfiles adapt. Traefik has no Debian package: its example is not run.
+# Caddyfiles adapt. Traefik's example runs in TestTraefikFailureModes
+# (cmd/floodgate), against the Traefik scripts/traefik-build.sh builds.
 # Needs root for unshare. Ends with "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."

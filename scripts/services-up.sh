@@ -12,6 +12,7 @@
 #   Sentinel         127.0.0.1:7310 watching master "floodgate" (7300, replica 7301)
 # PostgreSQL is the machine's own on 127.0.0.1:5432 (started or installed if needed).
 # Chromium (Debian's package) is installed when missing, for the dashboard's browser test.
+# Traefik is built from its Go module when missing (scripts/traefik-build.sh).
 #
 # Healthy running instances are reused rather than restarted, so a second
 # caller (another test package, another shell) does not pull them out from
@@ -30,6 +31,13 @@ for arg in "$@"; do
     *) die "unknown argument: $arg (try --help)" ;;
   esac
 done
+
+# Traefik, for TestTraefikFailureModes (cmd/floodgate): built from its
+# module into a cache directory outside the repository, before the lock, so
+# that the first build (about 16 CPU-minutes) keeps no other caller waiting;
+# two first builds at once only duplicate work (each moves its binary in
+# whole).
+TRAEFIK_BIN=$("$here/traefik-build.sh") || die "scripts/traefik-build.sh failed"
 
 mkdir -p "$(dirname "$LOCK_FILE")"
 exec 9>"$LOCK_FILE"
@@ -157,6 +165,7 @@ export FLOODGATE_TEST_NGINX=$(command -v nginx)
 export FLOODGATE_TEST_WRK=$(command -v wrk)
 export FLOODGATE_TEST_CHROMIUM=$(command -v chromium)
 export FLOODGATE_TEST_HELM=$HELM_BIN
+export FLOODGATE_TEST_TRAEFIK=$TRAEFIK_BIN
 export FLOODGATE_TEST_REDIS_NODE=$here/redis-node.sh
 EOF
 mv "$tmp_env" "$ENV_FILE"

@@ -64,7 +64,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	// The vectors registered above: registering the name again fails
 	// exactly when it is taken.
-	for _, n := range []string{"floodgate_decisions_total", "floodgate_store_duration_seconds", "floodgate_store_errors_total",
+	for _, n := range []string{"floodgate_decisions_total", "floodgate_store_duration_seconds", "floodgate_near_cache_duration_seconds", "floodgate_store_errors_total",
 		"floodgate_retry_after_seconds", "floodgate_abuse_alerts_total", "floodgate_abuse_blocked_total", "floodgate_abuse_webhook_total"} {
 		if err := reg.Register(prometheus.NewCounter(prometheus.CounterOpts{Name: n, Help: "probe"})); err == nil {
 			t.Fatalf("%s is not registered by Floodgate", n)

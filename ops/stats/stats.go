@@ -18,7 +18,7 @@ type Config struct {
 	// Step is the resolution of the series; default 5s.
 	Step time.Duration
 	// Span is how far back the series go; default 10m. Memory is about
-	// Span/Step × 5 KiB.
+	// Span/Step × 9 KiB.
 	Span time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -26,7 +26,9 @@ type Config struct {
 
 // Stats keeps the last minutes of decisions for the dashboard: per rule and
 // step, allowed, limited, blocked, reduced-capacity and shadow counts; the
-// Retry-After distribution; and store latency quantiles. It is an
+// Retry-After distribution; and latency quantiles of store round trips and,
+// apart, of the store's near-cache answers (engine.Event.CachedLatency),
+// which take microseconds and would hide the round trips' tail. It is an
 // engine.Observer, which sees blocked requests too.
 type Stats struct {
 	step   time.Duration
@@ -47,6 +49,7 @@ type statSlot struct {
 	rules   map[string]*counts
 	retry   [len(retryBounds) + 1]uint64
 	latency [latencyBuckets]uint32
+	cached  [latencyBuckets]uint32
 }
 
 type counts struct{ allowed, limited, blocked, reduced, shadow uint64 }
@@ -85,6 +88,7 @@ func (s *Stats) slot(sh *statShard, epoch int64) *statSlot {
 		clear(sl.rules)
 		sl.retry = [len(retryBounds) + 1]uint64{}
 		sl.latency = [latencyBuckets]uint32{}
+		sl.cached = [latencyBuckets]uint32{}
 	}
 	if sl.rules == nil {
 		sl.rules = make(map[string]*counts)
@@ -142,6 +146,9 @@ func (s *Stats) Observe(e engine.Event) {
 	if e.Latency > 0 {
 		sl.latency[latencyBucket(e.Latency)]++
 	}
+	if e.CachedLatency > 0 {
+		sl.cached[latencyBucket(e.CachedLatency)]++
+	}
 	sh.mu.Unlock()
 }
 
@@ -191,8 +198,7 @@ type RetryBucket struct {
 	Count uint64 `json:"count"`
 }
 
-// Quantiles are store latencies in milliseconds; nil when there was no
-// sample.
+// Quantiles are latencies in milliseconds; nil when there was no sample.
 type Quantiles struct {
 	P50 *float64 `json:"p50"`
 	P95 *float64 `json:"p95"`
@@ -211,11 +217,38 @@ type Snapshot struct {
 	Rules      []RuleSeries  `json:"rules"`
 	Totals     Totals        `json:"totals"`
 	RetryAfter []RetryBucket `json:"retry_after"`
-	// Latency holds the quantiles per step and over the whole span.
-	Latency struct {
-		Steps   []Quantiles `json:"steps"`
-		Overall Quantiles   `json:"overall"`
-	} `json:"latency"`
+	// Latency holds the store round trips' quantiles, CachedLatency those
+	// of the near cache's answers.
+	Latency       LatencySeries `json:"latency"`
+	CachedLatency LatencySeries `json:"cached_latency"`
+}
+
+// LatencySeries holds latency quantiles per step and over the whole span.
+type LatencySeries struct {
+	Steps   []Quantiles `json:"steps"`
+	Overall Quantiles   `json:"overall"`
+}
+
+// latencyHists are one kind of latency's histograms while merging the
+// shards: per step and over the span.
+type latencyHists struct {
+	steps   [][latencyBuckets]uint64
+	overall [latencyBuckets]uint64
+}
+
+func (h *latencyHists) add(at int, sl *[latencyBuckets]uint32) {
+	for k, v := range sl {
+		h.steps[at][k] += uint64(v)
+		h.overall[k] += uint64(v)
+	}
+}
+
+func (h *latencyHists) series() LatencySeries {
+	out := LatencySeries{Steps: make([]Quantiles, len(h.steps)), Overall: quantiles(&h.overall)}
+	for i := range h.steps {
+		out.Steps[i] = quantiles(&h.steps[i])
+	}
+	return out
 }
 
 // Snapshot merges every shard into series over the span ending now.
@@ -230,8 +263,8 @@ func (s *Stats) Snapshot() Snapshot {
 	}
 	rules := map[string]*RuleSeries{}
 	var retry [len(retryBounds) + 1]uint64
-	var overall [latencyBuckets]uint64
-	steps := make([][latencyBuckets]uint64, n)
+	store := latencyHists{steps: make([][latencyBuckets]uint64, n)}
+	cached := latencyHists{steps: make([][latencyBuckets]uint64, n)}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -259,10 +292,8 @@ func (s *Stats) Snapshot() Snapshot {
 			for k, v := range sl.retry {
 				retry[k] += v
 			}
-			for k, v := range sl.latency {
-				steps[at][k] += uint64(v)
-				overall[k] += uint64(v)
-			}
+			store.add(at, &sl.latency)
+			cached.add(at, &sl.cached)
 		}
 		sh.mu.Unlock()
 	}
@@ -282,11 +313,7 @@ func (s *Stats) Snapshot() Snapshot {
 		}
 		out.RetryAfter = append(out.RetryAfter, b)
 	}
-	out.Latency.Steps = make([]Quantiles, n)
-	for i := range steps {
-		out.Latency.Steps[i] = quantiles(&steps[i])
-	}
-	out.Latency.Overall = quantiles(&overall)
+	out.Latency, out.CachedLatency = store.series(), cached.series()
 	return out
 }
 

@@ -18,8 +18,9 @@ func TestStatsSeries(t *testing.T) {
 	for range 3 {
 		s.Observe(engine.Event{Rule: "api", Key: "a", Verdict: engine.Allowed, Latency: time.Millisecond})
 	}
-	s.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "a", RetryAfter: 1500 * time.Millisecond})
-	s.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "a", RetryAfter: 30 * time.Second})
+	s.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "a", RetryAfter: 1500 * time.Millisecond, Latency: time.Millisecond})
+	// A denial the store's near cache answered: its time is kept apart.
+	s.Observe(engine.Event{Verdict: engine.Denied, Rule: "api", Policy: "p", Key: "a", RetryAfter: 30 * time.Second, CachedLatency: 2 * time.Microsecond})
 	clk.Advance(5 * time.Second)
 	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", Verdict: engine.Reduced, RetryAfter: 7 * time.Second})
 	s.Observe(engine.Event{Rule: "api", Policy: "p", Key: "a", Shadow: true, RetryAfter: time.Hour})
@@ -60,8 +61,12 @@ func TestStatsSeries(t *testing.T) {
 			t.Fatalf("Retry-After buckets %+v", snap.RetryAfter)
 		}
 	}
-	if q := snap.Latency.Steps[10]; q.N != 3 || q.P50 == nil || math.Abs(*q.P50-1) > 0.07 || snap.Latency.Steps[11].P50 != nil {
+	if q := snap.Latency.Steps[10]; q.N != 4 || q.P50 == nil || math.Abs(*q.P50-1) > 0.07 || snap.Latency.Steps[11].P50 != nil {
 		t.Fatalf("latency steps %+v %+v", snap.Latency.Steps[10], snap.Latency.Steps[11])
+	}
+	if q := snap.CachedLatency.Steps[10]; q.N != 1 || q.P99 == nil || math.Abs(*q.P99-0.002) > 0.002*0.07 ||
+		snap.CachedLatency.Overall.N != 1 || snap.Latency.Overall.N != 4 {
+		t.Fatalf("near-cache latency %+v (overall %+v), store overall %+v", q, snap.CachedLatency.Overall, snap.Latency.Overall)
 	}
 
 	// A minute later everything has scrolled out.

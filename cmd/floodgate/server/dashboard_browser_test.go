@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
@@ -25,6 +26,7 @@ import (
 	"github.com/floodgate/floodgate/ops/reduce"
 	"github.com/floodgate/floodgate/ops/stats"
 	"github.com/floodgate/floodgate/ops/top"
+	"github.com/floodgate/floodgate/redisstore"
 )
 
 // dashState is what the page shows, read from its DOM.
@@ -42,7 +44,11 @@ type dashState struct {
 	Reductions [][]string                    `json:"reductions"`
 	Latency    map[string]string             `json:"latency"`
 	LatLegend  map[string]string             `json:"latLegend"`
+	LatLabels  map[string]string             `json:"latLabels"`
+	LatCounts  string                        `json:"latCounts"`
+	LatDashed  []string                      `json:"latDashed"`
 	LatPoints  int                           `json:"latPoints"`
+	NearPoints int                           `json:"nearPoints"`
 	RatioPts   int                           `json:"ratioPoints"`
 }
 
@@ -66,7 +72,11 @@ const readDashboard = `(() => {
     top: rows("top-table"), alerts: rows("alerts-table"), reductions: rows("reductions-table"),
     latency: { p50: t("lat-p50"), p95: t("lat-p95"), p99: t("lat-p99") },
     latLegend: Object.fromEntries(qa("#latency-legend span[data-series]").map(s => [s.dataset.series, s.querySelector("b").textContent])),
+    latLabels: Object.fromEntries(qa("#latency-legend span[data-series]").map(s => [s.dataset.series, s.textContent])),
+    latCounts: t("latency-counts"),
+    latDashed: qa("#latency-chart path.dashed").map(p => p.dataset.series),
     latPoints: Number(q("#latency-chart path[data-series=p50]").dataset.points),
+    nearPoints: Number(q("#latency-chart path[data-series=cached-p50]").dataset.points),
     ratioPoints: Number(q("#ratio-chart path").dataset.points),
   };
 })()`
@@ -123,10 +133,12 @@ func bucketLabel(secs int) string {
 }
 
 // TestDashboardBrowser drives Debian's Chromium over the live dashboard:
-// five minutes of traffic (on a test clock) with a capacity reduction and
-// an abuse block, then checks that the charts, the totals and the
-// top-offender table show what the requests got, that the page refreshes
-// by itself, and saves a screenshot.
+// five minutes of traffic (on a test clock, read by a Redis store with its
+// near cache on) with a capacity reduction and an abuse block, then checks
+// that the charts, the totals and the top-offender table show what the
+// requests got, that the latency chart's legend tells store round trips
+// from near-cache answers, that the page refreshes by itself, and saves a
+// screenshot.
 func TestDashboardBrowser(t *testing.T) {
 	chrome := testkit.Env(t, "FLOODGATE_TEST_CHROMIUM")
 	if _, err := os.Stat(chrome); err != nil {
@@ -134,7 +146,7 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 
 	clk := newTestClock()
-	stats := stats.NewStats(stats.Config{Now: clk.Now})
+	dash := stats.NewStats(stats.Config{Now: clk.Now})
 	top := top.NewOffenders(top.OffendersConfig{Now: clk.Now})
 	det, err := detect.NewDetector(detect.DetectorConfig{
 		Rules:  map[string]detect.AbuseRule{"api": {Threshold: 70, Window: time.Minute, Block: 2 * time.Minute}},
@@ -146,14 +158,21 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	red := reduce.NewReductions(reduce.ReductionsConfig{Store: reduce.NewMemoryReductions(clk.Now), Logger: quiet, Now: clk.Now, Refresh: time.Hour})
 	defer red.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS")})
+	defer rdb.Close()
+	store, err := redisstore.New(rdb, redisstore.WithClock(clk.Now), redisstore.WithNearCache(1000, 10*time.Millisecond),
+		redisstore.WithPrefix(fmt.Sprintf("fgdash:%d:", time.Now().UnixNano())))
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := serveBehindXFF(t, httplimit.Config{
-		Engine: newEngine(t, engine.Config{Observer: engine.Observers{det, top, stats}, Blocker: det, Capacity: red}),
+		Engine: newEngine(t, engine.Config{Store: store, Observer: engine.Observers{det, top, dash}, Blocker: det, Capacity: red}),
 		Rules: []httplimit.Rule{
 			{Pattern: "/api/", Rule: engine.Rule{Name: "api", Policies: []floodgate.Policy{{Name: "api", Algorithm: floodgate.SlidingWindowLog, Quota: 100, Window: time.Hour}}}},
 			{Pattern: "POST /login", Rule: engine.Rule{Name: "login", Policies: []floodgate.Policy{{Name: "login", Algorithm: floodgate.SlidingWindowLog, Quota: 5, Window: time.Minute}}}},
 		},
 	})
-	admin := httptest.NewServer(admin.NewAdmin(admin.Config{Detector: det, Offenders: top, Stats: stats, Reductions: red}))
+	admin := httptest.NewServer(admin.NewAdmin(admin.Config{Detector: det, Offenders: top, Stats: dash, Reductions: red}))
 	defer admin.Close()
 
 	tr := &traffic{allowed: map[string]int{}, limited: map[string]int{}, blocked: map[string]int{}, reduced: map[string]int{},
@@ -256,18 +275,53 @@ func TestDashboardBrowser(t *testing.T) {
 			t.Fatalf("rule %s chart has %d points, want 120 (10 min of 5 s steps)", rule, st.Points[rule])
 		}
 	}
-	// The ratio chart has a point per step with traffic; latency too.
-	if st.RatioPts != 60 || st.LatPoints != 60 {
-		t.Fatalf("ratio chart %d points, latency chart %d, want 60 each", st.RatioPts, st.LatPoints)
+	// The ratio chart has a point per step with traffic; the latency
+	// lines one per step with a store round trip, or with a near-cache
+	// answer: from step 50, the reduction refuses the ordinary clients
+	// too, and the near cache answers every request of some steps.
+	snap := dash.Snapshot()
+	steps := func(ls stats.LatencySeries) (n int) {
+		for _, q := range ls.Steps {
+			if q.N > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if st.RatioPts != 60 || st.LatPoints != steps(snap.Latency) || st.NearPoints != steps(snap.CachedLatency) || st.LatPoints < 40 {
+		t.Fatalf("ratio chart %d points, want 60; latency chart %d store and %d near-cache points, want %d and %d",
+			st.RatioPts, st.LatPoints, st.NearPoints, steps(snap.Latency), steps(snap.CachedLatency))
 	}
 	for _, k := range []string{"p50", "p95", "p99"} {
 		if !strings.HasSuffix(st.Latency[k], " ms") {
 			t.Fatalf("latency %s shows %q", k, st.Latency[k])
 		}
 		// The chart's legend names each line with its quantile.
-		if st.LatLegend[k] != st.Latency[k] {
-			t.Fatalf("latency legend %s = %q, the card says %q (legend %v)", k, st.LatLegend[k], st.Latency[k], st.LatLegend)
+		if st.LatLegend[k] != st.Latency[k] || st.LatLabels[k] != "store "+k+" "+st.Latency[k] {
+			t.Fatalf("latency legend %s = %q (%q), the card says %q", k, st.LatLegend[k], st.LatLabels[k], st.Latency[k])
 		}
+	}
+	// The near cache's answers are lines of their own, dashed, named so.
+	for _, k := range []string{"p50", "p99"} {
+		if v := st.LatLegend["cached-"+k]; !strings.HasSuffix(v, " ms") || st.LatLabels["cached-"+k] != "near cache "+k+" "+v {
+			t.Fatalf("latency legend cached-%s = %q (%q)", k, v, st.LatLabels["cached-"+k])
+		}
+	}
+	if strings.Join(st.LatDashed, ",") != "cached-p50,cached-p99" {
+		t.Fatalf("dashed latency lines %v, want the near cache's", st.LatDashed)
+	}
+	// Every decision a limit made (blocks are refused before any) was
+	// timed once: by a Redis round trip, or, for a refusal repeated
+	// within its Retry-After, by the near cache.
+	var trips, near int
+	if _, err := fmt.Sscanf(strings.ReplaceAll(st.LatCounts, ",", ""), "%d store round trips · %d near-cache answers", &trips, &near); err != nil {
+		t.Fatalf("latency counts %q: %v", st.LatCounts, err)
+	}
+	refusals := sumOf(tr.limited) + sumOf(tr.reduced)
+	if decided := all - sumOf(tr.blocked); trips+near != decided || near == 0 || near >= refusals ||
+		trips != int(snap.Latency.Overall.N) || near != int(snap.CachedLatency.Overall.N) {
+		t.Fatalf("latency counts %q, want %d decisions in all, some of the %d refusals from the near cache (data: %d and %d)",
+			st.LatCounts, decided, refusals, snap.Latency.Overall.N, snap.CachedLatency.Overall.N)
 	}
 	// Retry-After bars: blocks are refused before any limit, so only
 	// limited and reduced answers have a bucket.

@@ -32,10 +32,14 @@ func newTestClock() *testClock {
 func (c *testClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-// newEngine is an engine over a fresh memory store, logging nothing.
+// newEngine is an engine logging nothing, over a fresh memory store
+// unless cfg names a store.
 func newEngine(t testing.TB, cfg engine.Config) *engine.Engine {
 	t.Helper()
-	cfg.Store, cfg.Logger = testkit.Memory(t), quiet
+	if cfg.Store == nil {
+		cfg.Store = testkit.Memory(t)
+	}
+	cfg.Logger = quiet
 	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/ops/admin"
 )
 
 const redisConfig = `
@@ -52,5 +54,36 @@ func TestRedisDown(t *testing.T) {
 	resp, body := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), `{"key":"r","rule":"api"}`)
 	if resp.StatusCode != 503 || !strings.Contains(body, "fail-closed") {
 		t.Errorf("fail-closed check: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestLatencySeriesApart: with Redis and the near cache on (its default),
+// store round trips and the near cache's answers are timed apart, in
+// /metrics and in the dashboard's data: 3 admitted and the first denial go
+// to Redis, the next 6 denials are answered from the near cache.
+func TestLatencySeriesApart(t *testing.T) {
+	f := start(t, fmt.Sprintf(redisConfig, "fail-closed", testkit.Env(t, "FLOODGATE_TEST_REDIS"), time.Now().UnixNano()))
+	for i := range 10 {
+		_, m := check(t, f, `{"key":"near","rule":"api"}`)
+		if m["allowed"] != (i < 3) {
+			t.Fatalf("check %d: %v", i+1, m)
+		}
+	}
+	body := scrape(t, f)
+	for _, want := range []string{
+		`floodgate_store_duration_seconds_count{rule="api"} 4`,
+		`floodgate_near_cache_duration_seconds_count{rule="api"} 6`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	var data admin.DashboardData
+	if err := json.Unmarshal([]byte(adminGet(t, f, "/dashboard/data.json")), &data); err != nil {
+		t.Fatal(err)
+	}
+	store, cached := data.Stats.Latency.Overall, data.Stats.CachedLatency.Overall
+	if store.N != 4 || cached.N != 6 || store.P50 == nil || cached.P50 == nil {
+		t.Fatalf("dashboard latency: store %+v, near cache %+v; want 4 and 6 samples", store, cached)
 	}
 }

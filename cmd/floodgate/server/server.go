@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/floodgate/floodgate"
@@ -61,14 +62,14 @@ type Server struct {
 	addrs   map[Face]string
 	errc    chan error
 
-	rls *grpcFace // the envoy_rls gRPC listener (rls.go)
-	xds *rlsRules // the envoy_rls rules from xDS, and their metrics (xds.go)
-	ops *opsParts // abuse detection, reductions, dashboard (ops.go)
-	pg  *pgTiers  // the PostgreSQL key source, opened once (tiers.go)
-
-	held              reservations         // the API's checks to settle (settle.go)
-	tp                trace.TracerProvider // nil: tracing off (tracing.go)
-	decisions         *metrics.Metrics     // declares each rule's series (observe.go)
+	rls               *grpcFace             // the envoy_rls gRPC listener (rls.go)
+	xds               *rlsRules             // the envoy_rls rules from xDS, and their metrics (xds.go)
+	ops               *opsParts             // abuse detection, reductions, dashboard (ops.go)
+	pg                *pgTiers              // the PostgreSQL key source, opened once (tiers.go)
+	held              reservations          // the API's checks to settle (settle.go)
+	tp                trace.TracerProvider  // nil: tracing off (tracing.go)
+	spanExp           sdktrace.SpanExporter // WithSpanExporter; nil: OTLP
+	decisions         *metrics.Metrics      // declares each rule's series (observe.go)
 	gw                *gatewayMetrics
 	version, revision string    // floodgate_build_info (WithBuildInfo)
 	rlqs              *rlqsFace // the rlqs gRPC listener (rlqs.go)

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,5 +59,87 @@ func TestTracingSpanPerDecision(t *testing.T) {
 	}
 	if a := attrs(spans[5]); a["floodgate.rule"].AsString() != "api" || spans[5].Parent.IsValid() {
 		t.Errorf("API span: %v, parent %v", spans[5].Attributes, spans[5].Parent)
+	}
+}
+
+// TestTracingParentBased: the daemon's own sampler (tracing.sample_ratio)
+// draws the traces that start at Floodgate before any span is made, and
+// follows a caller's W3C traceparent otherwise: at ratio 0, only requests
+// under a sampled parent are traced; at ratio 1, every request is, except
+// those under an unsampled parent.
+func TestTracingParentBased(t *testing.T) {
+	const (
+		sampled   = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		unsampled = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-00"
+	)
+	for _, c := range []struct {
+		ratio string
+		want  []string // the parents of the spans made, "" for a root
+	}{
+		{"0", []string{"4bf92f3577b34da6a3ce929d0e0e4736"}},
+		{"1", []string{"", "4bf92f3577b34da6a3ce929d0e0e4736", ""}},
+	} {
+		exp := tracetest.NewInMemoryExporter()
+		f := start(t, baseConfig+"tracing: {enabled: true, sample_ratio: "+c.ratio+"}\n", WithSpanExporter(exp))
+		for i, parent := range []string{"", sampled, unsampled, "-"} {
+			h := []string{"traceparent", parent}
+			if parent == "" {
+				h = nil
+			}
+			if parent == "-" {
+				h = []string{"tracestate", "k=v"} // without traceparent: ignored
+			}
+			resp, _ := testkit.Do(t, "POST", f.url(FaceAPI, "/v1/check"), fmt.Sprintf(`{"key":"p%d","rule":"api"}`, i), h...)
+			if resp.StatusCode != 200 {
+				t.Fatalf("ratio %s, check %d: %d", c.ratio, i, resp.StatusCode)
+			}
+		}
+		if err := f.srv.tp.(*sdktrace.TracerProvider).ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range exp.GetSpans() {
+			p := ""
+			if s.Parent.IsValid() {
+				p = s.Parent.TraceID().String()
+			}
+			got = append(got, p)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("ratio %s: spans with parents %q, want %q", c.ratio, got, c.want)
+		}
+	}
+}
+
+// TestRootRatio: without tracing.sample_ratio, the parent-based samplers
+// of OTEL_TRACES_SAMPLER are drawn by Floodgate too; the others are left
+// to the SDK.
+func TestRootRatio(t *testing.T) {
+	half := 0.5
+	for _, c := range []struct {
+		configured   *float64
+		sampler, arg string
+		ratio        float64
+		ok           bool
+	}{
+		{configured: &half, sampler: "always_on", ratio: 0.5, ok: true},
+		{ratio: 1, ok: true},
+		{sampler: "parentbased_always_on", ratio: 1, ok: true},
+		{sampler: "parentbased_always_off", ratio: 0, ok: true},
+		{sampler: "parentbased_traceidratio", arg: "0.25", ratio: 0.25, ok: true},
+		{sampler: "parentbased_traceidratio", arg: "two", ratio: 1, ok: true},
+		{sampler: "traceidratio", arg: "0.25"},
+		{sampler: "always_on"},
+	} {
+		t.Setenv("OTEL_TRACES_SAMPLER", c.sampler)
+		t.Setenv("OTEL_TRACES_SAMPLER_ARG", c.arg)
+		ratio, ok, err := rootRatio(c.configured)
+		if err != nil || ratio != c.ratio || ok != c.ok {
+			t.Errorf("%q %q: %v %v %v, want %v %v", c.sampler, c.arg, ratio, ok, err, c.ratio, c.ok)
+		}
+	}
+	bad := 1.5
+	if _, _, err := rootRatio(&bad); err == nil {
+		t.Error("tracing.sample_ratio 1.5 accepted")
 	}
 }
