@@ -11,7 +11,7 @@ import (
 // order, each with a name that parses back; the slice is the caller's.
 func TestAlgorithms(t *testing.T) {
 	all := floodgate.Algorithms()
-	if got := fmt.Sprint(all); got != "[fixed-window sliding-window-log sliding-window-counter token-bucket gcra]" {
+	if got := fmt.Sprint(all); got != "[fixed-window sliding-window-log sliding-window-counter token-bucket gcra anchored-window]" {
 		t.Errorf("Algorithms() = %s", got)
 	}
 	for _, a := range all {

@@ -1,7 +1,7 @@
 // Package floodgate limits how fast each client may use a service: a
 // Limiter applies one or more policies (a quota per window under one of
-// five algorithms: fixed window, sliding window log, sliding window
-// counter, token bucket and GCRA) to partition keys, deciding all policies
+// six algorithms: fixed window, sliding window log, sliding window
+// counter, token bucket, GCRA and anchored window) to partition keys, deciding all policies
 // of a request at once, all or nothing, through a Store (package
 // memorystore in one process, redisstore across many).
 //

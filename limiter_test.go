@@ -36,7 +36,7 @@ func TestPolicyValidate(t *testing.T) {
 		"window short":    {func(p *floodgate.Policy) { p.Window = 999 * time.Microsecond }, "at least 1ms"},
 		"burst negative":  {func(p *floodgate.Policy) { p.Burst = -1 }, "burst must not be negative"},
 		"burst on window": {func(p *floodgate.Policy) { p.Algorithm, p.Burst = floodgate.FixedWindow, 5 }, "burst applies to"},
-		"no algorithm":    {func(p *floodgate.Policy) { p.Algorithm = 0 }, "no algorithm set (want one of fixed-window, sliding-window-log, sliding-window-counter, token-bucket, gcra)"},
+		"no algorithm":    {func(p *floodgate.Policy) { p.Algorithm = 0 }, "no algorithm set (want one of fixed-window, sliding-window-log, sliding-window-counter, token-bucket, gcra, anchored-window)"},
 		"empty name":      {func(p *floodgate.Policy) { p.Name = "" }, "name is empty"},
 		"name with brace": {func(p *floodgate.Policy) { p.Name = "a{b}" }, "character '{'"},
 		"name with quote": {func(p *floodgate.Policy) { p.Name = `a"b` }, `character '"'`},

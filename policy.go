@@ -25,6 +25,11 @@ const (
 	// GCRA is the generic cell rate algorithm (theoretical arrival time); it
 	// admits exactly what TokenBucket admits for the same policy.
 	GCRA
+	// AnchoredWindow counts per window of Window that each key opens with
+	// the first request it is charged for, not aligned to the epoch: keys
+	// do not all reset at once. Up to 2 × Quota can pass across the end of
+	// one key's window, as with FixedWindow.
+	AnchoredWindow
 )
 
 var algorithmNames = [...]string{
@@ -33,6 +38,7 @@ var algorithmNames = [...]string{
 	SlidingWindowCounter: "sliding-window-counter",
 	TokenBucket:          "token-bucket",
 	GCRA:                 "gcra",
+	AnchoredWindow:       "anchored-window",
 }
 
 // Algorithms returns every algorithm, in the order of their constants: the

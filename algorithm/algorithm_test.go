@@ -192,7 +192,7 @@ func FuzzAlgorithmsSane(f *testing.F) {
 		now := t0 + abs(c)%sec
 		for range 5 {
 			var r Result
-			switch alg % 4 {
+			switch alg % 5 {
 			case 0:
 				s, r = decide(FixedWindow, s, now, p, cost)
 			case 1:
@@ -201,9 +201,11 @@ func FuzzAlgorithmsSane(f *testing.F) {
 				s, r = decide(TokenBucket, s, now, p, cost)
 			case 3:
 				s, r = decide(GCRA, s, now, p, cost)
+			case 4:
+				s, r = decide(AnchoredWindow, s, now, p, cost)
 			}
 			if r.Remaining < 0 || r.Remaining > q || r.ResetAfter < 0 || r.RetryAfter < 0 || r.Allowed == (r.RetryAfter > 0) {
-				t.Fatalf("insane result %+v (q=%d w=%d cost=%d alg=%d)", r, q, w, cost, alg%4)
+				t.Fatalf("insane result %+v (q=%d w=%d cost=%d alg=%d)", r, q, w, cost, alg%5)
 			}
 			now += abs(gap) % (2 * w)
 		}
@@ -220,7 +222,7 @@ func abs(x int64) int64 {
 	return x
 }
 
-// algo is the shape of the four state-machine algorithms.
+// algo is the shape of the state-machine algorithms.
 type algo func(s *State, now int64, p Params, cost int64, r *Result)
 
 // decide runs f on a copy of s and returns the state after it and the

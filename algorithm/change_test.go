@@ -41,7 +41,7 @@ func raiseOf(rng *rand.Rand, old Params, bucket bool) Params {
 // the raised one admits, leaving at least as much.
 func TestRaise(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	algos := map[string]algo{"fixed-window": FixedWindow, "sliding-window-counter": SlidingWindowCounter, "token-bucket": TokenBucket, "gcra": GCRA}
+	algos := map[string]algo{"fixed-window": FixedWindow, "sliding-window-counter": SlidingWindowCounter, "token-bucket": TokenBucket, "gcra": GCRA, "anchored-window": AnchoredWindow}
 	for name, take := range algos {
 		bucket := name == "token-bucket" || name == "gcra"
 		for range 5000 {
@@ -108,6 +108,10 @@ func TestWindowChange(t *testing.T) {
 			Result{Allowed: true, Remaining: 9, ResetAfter: sec}, Result{Allowed: true, Remaining: 26, ResetAfter: 2*sec/3 + 1}},
 		{"gcra", GCRA, Result{Allowed: true, Remaining: 4, ResetAfter: 2 * sec},
 			Result{Allowed: true, Remaining: 4, ResetAfter: sec}, Result{Allowed: true, Remaining: 24, ResetAfter: 4*sec/3 + 1}},
+		// The key's window, opened at 5 s, ends at 25 s; under another
+		// length it has ended, and the request opens one at 15 s.
+		{"anchored-window", AnchoredWindow, Result{ResetAfter: 10 * sec, RetryAfter: 10 * sec},
+			Result{Allowed: true, Remaining: 9, ResetAfter: 10 * sec}, Result{Allowed: true, Remaining: 29, ResetAfter: 40 * sec}},
 	} {
 		s, _ := decide(c.take, State{}, t0+5*sec, old, 10)
 		for _, v := range []struct {
@@ -181,7 +185,8 @@ func TestRescaleExact(t *testing.T) {
 }
 
 // TestStateWithoutWindow: a state written before the window was kept (W
-// 0) decides as one written under the policy's window.
+// 0) decides as one written under the policy's window. The anchored
+// window, which always kept it, reads W 0 as a key without a window.
 func TestStateWithoutWindow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 23))
 	algos := map[string]algo{"fixed-window": FixedWindow, "sliding-window-counter": SlidingWindowCounter, "token-bucket": TokenBucket, "gcra": GCRA}

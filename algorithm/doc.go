@@ -36,6 +36,19 @@
 // Q units at the end of one window and Q more at the start of the next
 // pass within a few µs of each other, up to 2Q across a boundary.
 //
+// # Anchored window
+//
+// A fixed window that each key opens with the first request it is
+// charged for, at that request's time, instead of at a multiple of W: the
+// keys' windows do not all end at once. State: A = start, B = count, W =
+// the window; the zero State is a key with no window. The window is open
+// while now < start + W; a cost admitted when it is not opens one at now.
+// avail = Q − count (Q when no window is open); ResetAfter = start + W −
+// now while a window is open, 0 when nothing is used; a denied cost fits
+// once the window has ended, so RetryAfter = ResetAfter. The fixed
+// window's flaw is kept, per key: Q units at the end of a key's window and
+// Q more right after pass within a few µs of each other.
+//
 // # Sliding window log (A2)
 //
 // A Log keeps (time, cost) entries; an entry at time a counts while
@@ -95,6 +108,8 @@
 // again, and refuses until the debt is repaid:
 //
 //   - fixed window: the count passes Q; the debt ends with the window;
+//   - anchored window: as the fixed window, in the key's window, which a
+//     post-charge opens if the key has none;
 //   - sliding window log: an entry like any other; the debt is repaid as
 //     entries leave, and ResetAfter, while the log holds more than Q, is
 //     when enough have left for one unit (not when the oldest leaves);
@@ -110,8 +125,8 @@
 // post-charge above 2^53.
 //
 // A refund (RefundFixedWindow, …, Log.Refund) gives back n units of a
-// cost admitted at time at, never below an empty state: the fixed window
-// only to at's window if the state still counts it, the sliding counter to
+// cost admitted at time at, never below an empty state: the fixed and
+// anchored windows only to at's window if the state still counts it, the sliding counter to
 // curr or prev (whichever holds at's window), the log from the entries at
 // or after at (newest first), the buckets off the debt (which needs no
 // time: the debt decays from the last update whatever it is, and
@@ -146,6 +161,8 @@
 //     one every entry moves back by W − W0 (to the epoch's first µs at most).
 //   - Fixed window: a count under another window belongs to a window that
 //     no longer exists; the count restarts in the current window under W.
+//     The anchored window's likewise: the key's next request opens a window
+//     under W.
 //     Under a raise that admits more than the old policy would: Remaining
 //     is what the new window leaves of what was spent in it since the
 //     change, and the units spent before are not counted.

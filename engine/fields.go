@@ -235,7 +235,7 @@ func EffectiveWindow(it *Item) int64 {
 //     (§6).
 //   - Nothing left: t is the seconds until the next unit frees.
 //   - Otherwise t is how long the units left last at q/w, at least the
-//     time one unit takes at q/w; for a fixed window at most the seconds
+//     time one unit takes at q/w; for a fixed (or anchored) window at most the seconds
 //     to the window's end, where its count restarts, unless that is under
 //     ten units' time away. r is then the units left, cut to what q/w
 //     allows in t: r/t never exceeds q/w.
@@ -256,12 +256,19 @@ func Spendable(it *Item) (remaining, t int64) {
 	// The seconds a units last at q/w, and the seconds one unit takes.
 	unit := int64(((w+q-1)/q + sec - 1) / sec)
 	t = max(int64(mulDiv(a, w, q)/sec), unit)
-	if end := header.Seconds(it.ResetAfter); it.Algorithm == floodgate.FixedWindow && end < t && end >= 10*unit {
+	if end := header.Seconds(it.ResetAfter); restarts(it.Algorithm) && end < t && end >= 10*unit {
 		// The window's end, where the count restarts, unless it is so near
 		// that whole units at q/w would cut the pace by more than a tenth.
 		t = end
 	}
 	return int64(min(a, mulDiv(q, uint64(t)*sec, w))), t
+}
+
+// restarts reports whether a's count restarts at its window's end, which
+// ResetAfter then is: the fixed window's, and the anchored window's once
+// a key has opened it.
+func restarts(a floodgate.Algorithm) bool {
+	return a == floodgate.FixedWindow || a == floodgate.AnchoredWindow
 }
 
 // mulDiv is ⌊a·b/c⌋ without overflow; c > 0 and the quotient must fit.

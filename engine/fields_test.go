@@ -69,3 +69,23 @@ func shadow(o engine.Outcome) engine.Outcome {
 	o.Shadow = true
 	return o
 }
+
+// TestSpendableWindowEnd: a window whose count restarts at its end, the
+// fixed window's or the key's anchored one, reports t up to that end
+// and r cut to what q/w allows in it (draft-11 §8); the sliding counter,
+// whose units free gradually, reports how long its units last at q/w.
+func TestSpendableWindowEnd(t *testing.T) {
+	for _, c := range []struct {
+		a    floodgate.Algorithm
+		r, t int64
+	}{
+		{floodgate.FixedWindow, 75, 45},
+		{floodgate.AnchoredWindow, 75, 45},
+		{floodgate.SlidingWindowCounter, 98, 59}, // 99 last 59.4 s; 100/60 allows 98 in 59
+	} {
+		it := engine.Item{Name: "minute", Quota: 100, Window: time.Minute, Allowed: true, Remaining: 99, ResetAfter: 45 * time.Second, Algorithm: c.a}
+		if r, tt := engine.Spendable(&it); r != c.r || tt != c.t {
+			t.Errorf("%v: Spendable = (%d, %d), want (%d, %d)", c.a, r, tt, c.r, c.t)
+		}
+	}
+}

@@ -290,6 +290,15 @@ func TestAlgorithmAndWindow(t *testing.T) {
 		if u := resp.Statuses[0].CurrentLimit.Unit; u != rlsv3.RateLimitResponse_RateLimit_UNKNOWN {
 			t.Errorf("unit of a 90s window: %v", u)
 		}
+
+		// An anchored window of a minute opens with the key's first
+		// request, here 6 s into the clock's minute, and ends 60 s later.
+		expect(t, f.ask(t, 0, desc("anchored=a")), ok, ok, 1)
+		expect(t, f.ask(t, 0, desc("anchored=a")), ok, ok, 0)
+		f.now.Add(int64(59 * time.Second))
+		expect(t, f.ask(t, 0, desc("anchored=a")), over, over, 0)
+		f.now.Add(int64(time.Second))
+		expect(t, f.ask(t, 0, desc("anchored=a")), ok, ok, 1)
 	})
 }
 

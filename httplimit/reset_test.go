@@ -101,3 +101,28 @@ func TestSlidingCounterTimeline(t *testing.T) {
 		}
 	}
 }
+
+// TestAnchoredWindowTimeline is docs/MIDDLEWARE.md's timeline of the
+// anchored window: the first request, at second 11, opens the key's
+// window to second 71, where the count restarts; unlike the fixed
+// window's, it does not end at the minute (second 60 is still refused).
+func TestAnchoredWindowTimeline(t *testing.T) {
+	want := []row{
+		{200, `"api";r=4;t=48`, "4", 71, ""},
+		{200, `"api";r=3;t=36`, "3", 71, ""},
+		{200, `"api";r=2;t=24`, "2", 71, ""},
+		{200, `"api";r=1;t=12`, "1", 71, ""},
+		{200, `"api";r=0;t=56`, "0", 71, ""},
+		{429, `"api";r=0;t=55`, "0", 71, "55"},
+		{429, `"api";r=0;t=40`, "0", 71, "40"},
+		{429, `"api";r=0;t=20`, "0", 71, "20"},
+		{429, `"api";r=0;t=11`, "0", 71, "11"},
+		{200, `"api";r=4;t=48`, "4", 131, ""},
+		{200, `"api";r=3;t=36`, "3", 131, ""},
+	}
+	for i, got := range timeline(t, floodgate.AnchoredWindow) {
+		if got != want[i] {
+			t.Errorf("second %d: %+v, want %+v", timelineSeconds[i], got, want[i])
+		}
+	}
+}

@@ -9,7 +9,7 @@
 //
 // The price is the bounded design of docs/SCALING.md: a lease held here is
 // spent for every other process, so they may refuse what this one will
-// not use before its lease ends (at a fixed window's end, or at the next
+// not use before its lease ends (at a fixed or anchored window's end, or at the next
 // refresh); and a key whose lease ran out is refused until the interval
 // passes. Results report the store's answer at the last refresh, adjusted
 // by what the lease has spent since. Several policies at once, and costs in
@@ -49,7 +49,7 @@ type leaseKey struct {
 type entry struct {
 	mu        sync.Mutex
 	held      int64     // taken from the store and not yet spent here
-	ends      time.Time // when held is void: a fixed window's end; zero: never
+	ends      time.Time // when held is void: a fixed or anchored window's end; zero: never
 	refreshed time.Time // the last store call
 	demand    int64     // requests asked since then, admitted or not
 	last      floodgate.Result
@@ -168,7 +168,8 @@ func (s *Store) refresh(ctx context.Context, key string, ps []floodgate.Policy, 
 		return nil
 	}
 	e.held += want
-	if ps[0].Algorithm == floodgate.FixedWindow {
+	switch ps[0].Algorithm {
+	case floodgate.FixedWindow, floodgate.AnchoredWindow: // counts that restart
 		e.ends = now.Add(res[0].ResetAfter) // the window's end
 	}
 	return nil

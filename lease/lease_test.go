@@ -149,3 +149,21 @@ func TestSettlementsPassThrough(t *testing.T) {
 		t.Fatalf("after a post-charge of 1500 on a quota of 1000: %d left in the store, %d calls; want 0 (in debt) and 1", got, s.StoreCalls())
 	}
 }
+
+// TestAnchoredWindowEndVoidsLease: as a fixed window's, the end of the
+// window a key opened voids what a lease still holds, since the store's
+// count restarts there: spent after it, the held units would pass the
+// next window's quota.
+func TestAnchoredWindowEndVoidsLease(t *testing.T) {
+	clock, inner := setup(t)
+	s := leased(t, inner, clock)
+	anchored := floodgate.Policy{Name: "hot", Algorithm: floodgate.AnchoredWindow, Quota: 1000, Window: time.Second}
+	clock.Advance(300 * time.Millisecond) // the key's window: 0.3 s to 1.3 s
+	if got, _ := take(t, s, 50, anchored); got != 50 || s.StoreCalls() != 1 {
+		t.Fatalf("admitted %d in %d store calls, want 50 in 1 (a lease of 100)", got, s.StoreCalls())
+	}
+	clock.Advance(time.Second)
+	if got, last := take(t, s, 1, anchored); got != 1 || s.StoreCalls() != 2 || last.ResetAfter != time.Second {
+		t.Fatalf("after the window: admitted %d, %+v, %d store calls; want a new lease in the window it opens", got, last, s.StoreCalls())
+	}
+}

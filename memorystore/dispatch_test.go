@@ -17,16 +17,16 @@ func TestDispatchFailsLoudly(t *testing.T) {
 	if err := checkAlgorithms(floodgate.Algorithms()); err != nil {
 		t.Fatal(err)
 	}
-	sixth := floodgate.Algorithm(len(floodgate.Algorithms()) + 1)
-	err := checkAlgorithms(append(floodgate.Algorithms(), sixth))
-	if want := "memorystore: no decision for algorithm algorithm(6): add it to decide's switch (memorystore/store.go)"; err == nil || err.Error() != want {
-		t.Errorf("a sixth algorithm: %v, want %q", err, want)
+	unknown := floodgate.Algorithm(len(floodgate.Algorithms()) + 1)
+	err := checkAlgorithms(append(floodgate.Algorithms(), unknown))
+	if want := "memorystore: no decision for algorithm " + unknown.String() + ": add it to decide's switch (memorystore/store.go)"; err == nil || err.Error() != want {
+		t.Errorf("an algorithm past the last: %v, want %q", err, want)
 	}
 	s, err := New(WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []floodgate.Algorithm{0, sixth} {
+	for _, a := range []floodgate.Algorithm{0, unknown} {
 		p := []floodgate.Policy{{Name: "p", Algorithm: a, Quota: 1, Window: time.Second}}
 		for range 2 { // a new key, then one the store holds
 			err := s.Take(context.Background(), "k", floodgate.Cost{Requests: 1}, p, make([]floodgate.Result, 1))

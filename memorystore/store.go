@@ -492,6 +492,7 @@ var settlers = [...]struct {
 	floodgate.GCRA: {algorithm.PostGCRA, func(s *algorithm.State, _ int64, p algorithm.Params, c int64) {
 		algorithm.RefundGCRA(s, p, c)
 	}},
+	floodgate.AnchoredWindow: {algorithm.PostAnchoredWindow, algorithm.RefundAnchoredWindow},
 }
 
 // decide runs p's algorithm on *st, writing r, and updates *st if it
@@ -510,6 +511,8 @@ func decide(st *algorithm.State, p *floodgate.Policy, now, cost int64, r *algori
 		algorithm.TokenBucket(st, now, params(p, now), cost, r)
 	case floodgate.GCRA:
 		algorithm.GCRA(st, now, params(p, now), cost, r)
+	case floodgate.AnchoredWindow:
+		algorithm.AnchoredWindow(st, now, params(p, now), cost, r)
 	default:
 		panic("memorystore: no decision for algorithm " + p.Algorithm.String())
 	}

@@ -19,10 +19,10 @@ func TestAlgorithmsFailLoudly(t *testing.T) {
 	if err := checkAlgorithms(floodgate.Algorithms()); err != nil {
 		t.Fatal(err)
 	}
-	sixth := floodgate.Algorithm(len(floodgate.Algorithms()) + 1)
-	err := checkAlgorithms(append(floodgate.Algorithms(), sixth))
-	if err == nil || err.Error() != "redisstore: no decision for algorithm algorithm(6): add it to wireCode (redisstore/wire.go), algorithmSuffix (redisstore/keys.go) and lua/dispatch.lua" {
-		t.Errorf("a sixth algorithm: %v", err)
+	unknown := floodgate.Algorithm(len(floodgate.Algorithms()) + 1)
+	err := checkAlgorithms(append(floodgate.Algorithms(), unknown))
+	if err == nil || err.Error() != "redisstore: no decision for algorithm "+unknown.String()+": add it to wireCode (redisstore/wire.go), algorithmSuffix (redisstore/keys.go) and lua/dispatch.lua" {
+		t.Errorf("an algorithm past the last: %v", err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer rdb.Close()
@@ -30,7 +30,7 @@ func TestAlgorithmsFailLoudly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []floodgate.Algorithm{0, sixth} {
+	for _, a := range []floodgate.Algorithm{0, unknown} {
 		p := []floodgate.Policy{{Name: "p", Algorithm: a, Quota: 1, Window: time.Second}}
 		err := s.Take(context.Background(), "k", floodgate.Cost{Requests: 1}, p, make([]floodgate.Result, 1))
 		if !errors.Is(err, floodgate.ErrInvalidPolicy) {

@@ -137,6 +137,8 @@ func decideInPlace(a floodgate.Algorithm, s *algorithm.State, now int64, p algor
 		algorithm.TokenBucket(s, now, p, cost, r)
 	case floodgate.GCRA:
 		algorithm.GCRA(s, now, p, cost, r)
+	case floodgate.AnchoredWindow:
+		algorithm.AnchoredWindow(s, now, p, cost, r)
 	default: // no algorithm runs as another, here either
 		panic(fmt.Sprintf("decideInPlace: no reference decision for algorithm %v", a))
 	}

@@ -39,6 +39,7 @@ var algorithmSuffix = [...]string{
 	floodgate.SlidingWindowCounter: "swc",
 	floodgate.TokenBucket:          "tb",
 	floodgate.GCRA:                 "gcra",
+	floodgate.AnchoredWindow:       "aw",
 }
 
 // redisKey is "<prefix>{<tag>}:<policy>:<algorithm>".

@@ -23,6 +23,7 @@ var luaParts = []string{
 	"bucket.lua",
 	"token_bucket.lua",
 	"gcra.lua",
+	"anchored_window.lua",
 	"slots.lua",
 	"dispatch.lua",
 }

@@ -24,6 +24,7 @@ func TestWireCodes(t *testing.T) {
 		floodgate.SlidingWindowCounter: 3,
 		floodgate.TokenBucket:          4,
 		floodgate.GCRA:                 5,
+		floodgate.AnchoredWindow:       9,
 	}
 	loader := map[floodgate.Algorithm]string{
 		floodgate.FixedWindow:          "fixed_window",
@@ -31,6 +32,7 @@ func TestWireCodes(t *testing.T) {
 		floodgate.SlidingWindowCounter: "sliding_counter",
 		floodgate.TokenBucket:          "token_bucket",
 		floodgate.GCRA:                 "gcra",
+		floodgate.AnchoredWindow:       "anchored_window",
 	}
 	for _, a := range floodgate.Algorithms() {
 		if _, ok := want[a]; !ok {

@@ -19,6 +19,7 @@ var wireCode = [...]byte{
 	floodgate.SlidingWindowCounter: 3,
 	floodgate.TokenBucket:          4,
 	floodgate.GCRA:                 5,
+	floodgate.AnchoredWindow:       9, // 6, 7 and 8: calendarCode, acquireCode, releaseCode
 }
 
 // spoken is the set of algorithms the store speaks: those with a wire

@@ -33,7 +33,8 @@ type Rules struct {
 }
 
 // NewRules checks and copies domains. Errors wrap floodgate.ErrInvalidPolicy
-// for a policy Validate refuses or one counted in content bytes, and name the
+// for a policy Validate refuses, one counted in content bytes or an
+// AnchoredWindow, and name the
 // domain and the rule's index; an empty domain name is refused.
 func NewRules(domains map[string][]Rule) (*Rules, error) {
 	r := &Rules{domains: make(map[string][]Rule, len(domains))}
@@ -48,6 +49,12 @@ func NewRules(domains map[string][]Rule) (*Rules, error) {
 			}
 			if rule.Policy.Unit != floodgate.Requests {
 				return nil, fmt.Errorf("%w: rlqs: domain %q rule %d: unit must be requests, got %s", floodgate.ErrInvalidPolicy, d, i, rule.Policy.Unit)
+			}
+			// A reservation must be void once its window's count restarts
+			// (windowOf), and an anchored window's end is the key's own,
+			// which no bucket's time tells.
+			if rule.Policy.Algorithm == floodgate.AnchoredWindow {
+				return nil, fmt.Errorf("%w: rlqs: domain %q rule %d: anchored-window is not served (a lease cannot tell when its window ends; use fixed-window)", floodgate.ErrInvalidPolicy, d, i)
 			}
 			out[i] = Rule{Match: maps.Clone(rule.Match), Policy: rule.Policy}
 		}

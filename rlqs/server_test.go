@@ -2,6 +2,7 @@ package rlqs_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -466,4 +467,15 @@ func storm() []*rlqspb.RateLimitQuotaUsageReports {
 		ms = append(ms, m)
 	}
 	return ms
+}
+
+// TestRulesRefuseAnchoredWindow: a lease of an anchored window could not
+// be voided at its window's end, so the rules refuse it by name.
+func TestRulesRefuseAnchoredWindow(t *testing.T) {
+	p := perSecond
+	p.Algorithm = floodgate.AnchoredWindow
+	_, err := rlqs.NewRules(map[string][]rlqs.Rule{"envoy": {{Policy: p}}})
+	if !errors.Is(err, floodgate.ErrInvalidPolicy) || !strings.Contains(err.Error(), `domain "envoy" rule 0: anchored-window is not served`) {
+		t.Fatalf("NewRules = %v, want ErrInvalidPolicy naming the rule", err)
+	}
 }

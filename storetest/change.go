@@ -42,6 +42,9 @@ func windowRaise(t *testing.T, newStore NewStore) {
 		// fraction at the new rate (0.5/0.75 s, 1/0.75 s, rounded up).
 		{floodgate.TokenBucket, answer{true, 4, 2 * s, 0, 0}, answer{true, 9, s, 0, 0}, answer{true, 26, 666_667 * us, 0, 0}},
 		{floodgate.GCRA, answer{true, 4, 2 * s, 0, 0}, answer{true, 4, s, 0, 0}, answer{true, 24, 1_333_334 * us, 0, 0}},
+		// The key's window, opened at 5 s, ends at 25 s; under another
+		// length it has ended, and the request opens one at 15 s.
+		{floodgate.AnchoredWindow, answer{false, 0, 10 * s, 10 * s, 0}, answer{true, 9, 10 * s, 0, 0}, answer{true, 29, 40 * s, 0, 0}},
 	} {
 		t.Run(c.a.String(), func(t *testing.T) {
 			clock := NewClock(Epoch)
@@ -187,6 +190,8 @@ func (ref *reference) take(now int64, p floodgate.Policy, cost int64) floodgate.
 		algorithm.TokenBucket(&ref.s, now, ap, cost, &r)
 	case floodgate.GCRA:
 		algorithm.GCRA(&ref.s, now, ap, cost, &r)
+	case floodgate.AnchoredWindow:
+		algorithm.AnchoredWindow(&ref.s, now, ap, cost, &r)
 	case floodgate.SlidingWindowLog:
 		if r = ref.log.Take(now, ap, cost); r.Allowed && cost > 0 {
 			ref.log.Add(now, ap, cost)

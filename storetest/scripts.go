@@ -15,6 +15,7 @@ func scripts() []script {
 	// 10 per second, bucket of 5: one token per 100 ms.
 	tb := []floodgate.Policy{pol("tb", floodgate.TokenBucket, 10, s, 5)}
 	gcra := []floodgate.Policy{pol("gcra", floodgate.GCRA, 10, s, 5)}
+	anchored := []floodgate.Policy{pol("aw", floodgate.AnchoredWindow, 3, s, 0)}
 	bucketSteps := []step{
 		{at: 0, cost: 5, want: []want{ok(0, 100*ms)}},                 // empty the bucket; next token in 100 ms
 		{at: 0, cost: 1, want: []want{deny(0, 100*ms, 100*ms)}},       // (1 − 0 tokens) / 10 per s
@@ -85,6 +86,26 @@ func scripts() []script {
 		}},
 		{name: "TokenBucket", policies: tb, steps: bucketSteps},
 		{name: "GCRA", policies: gcra, steps: bucketSteps},
+		{name: "AnchoredWindow", policies: anchored, steps: []step{
+			{at: 400 * ms, cost: 0, want: []want{ok(3, 0)}}, // a peek opens no window: nothing is used
+			{at: 500 * ms, cost: 1, want: []want{ok(2, s)}}, // the key's window: 500 ms to 1.5 s
+			{at: 600 * ms, cost: 2, want: []want{ok(0, 900*ms)}},
+			{at: 700 * ms, cost: 1, want: []want{deny(0, 800*ms, 800*ms)}}, // wait for the window's end
+			{at: 1499 * ms, cost: 0, want: []want{deny(0, ms, ms)}},
+			{at: 1500 * ms, cost: 0, want: []want{ok(3, 0)}}, // ended; the next request opens the next
+			// 2 × quota within 2 ms across the window's end: the flaw of A1, per key.
+			{at: 1700 * ms, cost: 3, want: []want{ok(0, s)}},
+			{at: 2699 * ms, cost: 1, want: []want{deny(0, ms, ms)}},
+			{at: 2701 * ms, cost: 3, want: []want{ok(0, s)}},
+			{at: 2701 * ms, cost: 4, err: floodgate.ErrCostExceedsQuota},
+		}},
+		{name: "AnchoredWindowKeys", policies: anchored, steps: []step{
+			// Each key opens its own window: they do not all end at once.
+			{at: 100 * ms, key: "a", cost: 3, want: []want{ok(0, s)}},
+			{at: 600 * ms, key: "b", cost: 1, want: []want{ok(2, s)}},
+			{at: 1100 * ms, key: "a", cost: 1, want: []want{ok(2, s)}},
+			{at: 1100 * ms, key: "b", cost: 2, want: []want{ok(0, 500*ms)}},
+		}},
 		{name: "SeveralPolicies", policies: []floodgate.Policy{
 			pol("short", floodgate.FixedWindow, 2, s, 0),
 			pol("long", floodgate.SlidingWindowLog, 3, time.Minute, 0),

@@ -64,7 +64,28 @@ func settleScripts() []script {
 			// 10 back to the window before: prev 4, curr 1, half-way: 3 used.
 			step{at: 1500 * ms, cost: 10, want: []want{ok(7, 250*ms).full(1500 * ms)}}.refund(100 * ms),
 		}},
+		postAnchoredWindow(),
 		{name: "PostTokenBucket", policies: one("tb", floodgate.TokenBucket, 10, 5), steps: bucketSteps},
 		{name: "PostGCRA", policies: one("gcra", floodgate.GCRA, 10, 5), steps: bucketSteps},
 	}
+}
+
+// postAnchoredWindow is settleScripts' script of the anchored window: as
+// the fixed window's, in the window the key opened.
+func postAnchoredWindow() script {
+	return script{name: "PostAnchoredWindow", policies: []floodgate.Policy{pol("aw", floodgate.AnchoredWindow, 3, s, 0)}, steps: []step{
+		{at: 0, cost: 1, want: []want{ok(2, s)}},                        // opens the key's window, to 1 s
+		step{at: 100 * ms, cost: 4, want: []want{ok(0, 900*ms)}}.post(), // 5 of 3: in debt
+		{at: 200 * ms, cost: 1, want: []want{deny(0, 800*ms, 800*ms)}},
+		step{at: 300 * ms, cost: 3, want: []want{ok(1, 700*ms)}}.refund(0),
+		// Spent before the key's window: nothing to give back to it.
+		step{at: 400 * ms, cost: 1, want: []want{ok(1, 600*ms)}}.refund(-500 * ms),
+		{at: s, cost: 3, want: []want{ok(0, s)}}, // the debt ends with its window
+		step{at: 1100 * ms, cost: 1, want: []want{ok(1, 900*ms)}}.refund(s),
+		// A refund for a key the store does not hold reports a fresh one.
+		step{at: 1200 * ms, key: "x", cost: 1, want: []want{ok(3, 0)}}.refund(s),
+		// A post-charge on a key the store does not hold opens its window.
+		step{at: 1300 * ms, key: "y", cost: 5, want: []want{ok(0, s)}}.post(),
+		{at: 1400 * ms, key: "y", cost: 1, want: []want{deny(0, 900*ms, 900*ms)}},
+	}}
 }

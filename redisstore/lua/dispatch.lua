@@ -41,6 +41,7 @@ local WIRE = {
   [4] = token_bucket,
   [5] = gcra,
   [CALENDAR] = function() return fixed_window(true) end,
+  [9] = anchored_window,
 }
 local TAKE, COMMIT, OWE, REFUND = {}, {}, {}, {}
 

@@ -237,7 +237,8 @@ type Sentinel struct {
 // PolicySpec is one named policy as written in the file.
 type PolicySpec struct {
 	// Algorithm: fixed-window, sliding-window-log, sliding-window-counter
-	// (default), token-bucket or gcra.
+	// (default), token-bucket, gcra or anchored-window (any
+	// floodgate.ParseAlgorithm name).
 	Algorithm floodgate.Algorithm `yaml:"algorithm"`
 	// Quota is units per Window; required, > 0.
 	Quota int64 `yaml:"quota"`

@@ -542,3 +542,20 @@ func TestCalendarPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryAlgorithmParses: a policy's algorithm is any name of
+// floodgate.Algorithms(), read through the library's own parser.
+func TestEveryAlgorithmParses(t *testing.T) {
+	for _, a := range floodgate.Algorithms() {
+		c, err := Parse("f.yaml", []byte(minimal+"policies: {p: {algorithm: "+a.String()+", quota: 10, window: 1m}}\n"))
+		if err != nil {
+			t.Fatalf("%v: %v", a, err)
+		}
+		if p, _ := c.Policy("p"); p.Algorithm != a || p.Quota != 10 || p.Window != time.Minute {
+			t.Errorf("%v: parsed to %+v", a, p)
+		}
+	}
+	if got := parseErr(t, minimal+"policies: {p: {algorithm: anchored, quota: 1, window: 1s}}\n"); !strings.Contains(got, "token-bucket, gcra or anchored-window") {
+		t.Errorf("unknown algorithm: %q, want every name listed", got)
+	}
+}
