@@ -232,11 +232,7 @@ func TestPauseAtDefaults(t *testing.T) {
 // failure; the hung master's keys fail, and decide again once it is back
 // (REQUIREMENTS S2, S3; docs/REDIS.md, "Cluster").
 func TestClusterShardOutage(t *testing.T) {
-	const base = "7540"
-	// Cleanup first: an up that fails halfway leaves servers to stop.
-	t.Cleanup(func() { runScript(t, "cluster.sh", "down", base) })
-	runScript(t, "cluster.sh", "up", "3", base)
-	addrs := []string{"127.0.0.1:7540", "127.0.0.1:7541", "127.0.0.1:7542"}
+	addrs := startPrivateCluster(t).addrs // on free ports: two runs on one machine never share it
 	ctx := context.Background()
 	for _, a := range addrs {
 		// No replica takes over here: the healthy masters keep serving
