@@ -14,7 +14,7 @@
 #   redis   the Redis store's fault tests (redisstore/chaos_test.go) at
 #           length, on private servers (a standalone Redis, a Sentinel set
 #           on 7520-7522 by scripts/sentinel-set.sh, a three-master
-#           Cluster on 7540-7542 by scripts/cluster.sh): decisions counted
+#           Cluster on free ports, started by the test): decisions counted
 #           twice under 10 s of CLIENT KILL TYPE normal every 5 ms (must
 #           be 0); increments lost in a planned SENTINEL FAILOVER and in a
 #           master crash with its replica 3 s behind, with WithDurability
