@@ -81,7 +81,11 @@ func main() {
 
 func parseFlags() (options, error) {
 	addrs := flag.String("redis", os.Getenv("FLOODGATE_TEST_REDIS"), "Redis address, or several comma-separated for a Cluster; several targets separated by ';'")
-	algs := flag.String("alg", "fixed-window,sliding-window-log,sliding-window-counter,token-bucket,gcra", "algorithms, comma-separated")
+	var every []string
+	for _, a := range floodgate.Algorithms() {
+		every = append(every, a.String())
+	}
+	algs := flag.String("alg", strings.Join(every, ","), "algorithms, comma-separated")
 	conc := flag.String("c", "1,64", "concurrencies (goroutines deciding at once), comma-separated")
 	var o options
 	flag.DurationVar(&o.duration, "d", 2*time.Second, "duration of one measurement")
