@@ -21,6 +21,9 @@ lib=github.com/floodgate/floodgate
 repo=$(pwd -P)
 [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] ||
   { echo "release: $version is not a semantic version (vX.Y.Z)" >&2; exit 1; }
+# v2 and later need /vN in every module path (Go's semantic import versioning).
+[[ $version =~ ^v[01]\. ]] ||
+  { major=${version%%.*}; echo "release: $version needs a /$major module path first; only v0 and v1 are released as is" >&2; exit 1; }
 [[ -z $(git status --porcelain) ]] ||
   { echo "release: the checkout has uncommitted changes" >&2; exit 1; }
 nested=$(scripts/modules.sh released | grep -vx '\.')

@@ -880,7 +880,7 @@ rules:
 		status          int
 	}{
 		{"60", "90", 200}, // 10 admitted, then 50 more posted: 40 left
-		{"70", "30", 200}, // 10 admitted, then 60 more posted: 110 of 100
+		{"70", "30", 200}, // 10 admitted, then 60 more posted: 130 of 100
 		{"1", "0", 429},   // in debt
 	} {
 		resp, _ := testkit.Do(t, "POST", f.url(FaceGateway, "/v1/chat"), "", "X-Test-Cost", c.cost)
