@@ -179,6 +179,26 @@ func TestLogRetryWalksOldest(t *testing.T) {
 	}
 }
 
+// TestLogPostsStopAt2p53: posts of 2^53 again and again leave the log's
+// total at 2^53, still in debt, instead of wrapping it to an int64 that
+// admits everything; the debt leaves with the window.
+func TestLogPostsStopAt2p53(t *testing.T) {
+	p := Params{Quota: 10, Capacity: 10, Window: 3600 * sec}
+	var l Log
+	for i := range 1030 {
+		l.Add(t0+int64(i), p, maxExact)
+	}
+	if r := l.Take(t0+2000, p, 1); r.Allowed || r.Remaining != 0 {
+		t.Fatalf("after 1,030 posts of 2^53: %+v, want refused with 0 left", r)
+	}
+	if l.total != maxExact || l.Len() != 1 {
+		t.Fatalf("total %d in %d entries, want 2^53 in 1", l.total, l.Len())
+	}
+	if r := l.Take(t0+p.Window, p, 1); !r.Allowed || r.Remaining != 9 {
+		t.Fatalf("a window later: %+v, want admitted with 9 left", r)
+	}
+}
+
 func FuzzAlgorithmsSane(f *testing.F) {
 	f.Add(int64(10), int64(1_000_000), int64(0), int64(5), int64(3), uint8(0))
 	f.Fuzz(func(t *testing.T, q, w, c, cost, gap int64, alg uint8) {

@@ -59,6 +59,11 @@ func (l *Log) wait(now int64, p Params, c int64) int64 {
 // keeps the log ordered and errs toward holding quota longer.
 func (l *Log) Add(now int64, p Params, cost int64) {
 	l.rewindow(p.Window)
+	// Post-charges stop the total at 2^53 (doc.go), which also keeps many
+	// of them from wrapping it around to a log that admits everything.
+	if cost = min(cost, maxExact-l.total); cost <= 0 {
+		return
+	}
 	l.total += cost
 	if n := len(l.entries); n > 0 && l.entries[n-1].At >= now {
 		l.entries[n-1].N += cost
