@@ -37,8 +37,8 @@ func decidePost(ctx context.Context, steps []step, outs []engine.Outcome) (refus
 // countHit spends cost from rule's limit for key when it fits (one store
 // call), else counts it anyway as a post-charge (a second call), leaving
 // the key in debt; it reports whether it did the latter. A store failure
-// counts nothing: the Outcome says Unavailable, or Degraded under a
-// failure mode.
+// counts nothing but on fail-to-local's local store: the Outcome says
+// Unavailable, or Degraded under a failure mode.
 func countHit(ctx context.Context, rule *engine.Compiled, key string, cost int64) (engine.Outcome, bool) {
 	o := rule.Decide(ctx, engine.Request{Key: key, Cost: floodgate.Cost{Requests: cost}})
 	if o.Verdict == engine.Unavailable || o.Verdict == engine.Allowed && (o.Summary < 0 || o.Item(o.Summary).Allowed) {
@@ -47,5 +47,7 @@ func countHit(ctx context.Context, rule *engine.Compiled, key string, cost int64
 	// Refused, over its limit in shadow or quota mode, larger than the
 	// whole limit (Invalid), or the key blocked: counted all the same.
 	p := rule.Post(ctx, key, floodgate.Cost{Requests: cost})
-	return p, p.Verdict == engine.Allowed && !p.Degraded
+	// Degraded with standings: fail-to-local counted it on the local store;
+	// degraded without (fail-open): nothing was counted.
+	return p, p.Verdict == engine.Allowed && (!p.Degraded || p.Summary >= 0)
 }

@@ -11,9 +11,13 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
+	"github.com/floodgate/floodgate/internal/testkit"
+	"github.com/floodgate/floodgate/redisstore"
 )
 
 // The tests of this file send what Envoy sends for a cost known only at
@@ -56,6 +60,43 @@ func TestPostChargeCountsPastTheLimit(t *testing.T) {
 		// charged in full.
 		expect(t, f.llm(t, alice(0)), over, over, 0)
 	})
+}
+
+// TestPostChargeFailToLocal: with the store down, fail-to-local counts
+// post-charges on the local store and refuses past the limit, as it does
+// for limits that are not post-charged.
+func TestPostChargeFailToLocal(t *testing.T) {
+	down, err := redisstore.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1}), redisstore.WithTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Store: down, Local: testkit.Memory(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load("testdata/post")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := Compile(eng, cfg, floodgate.FailToLocal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := NewService(func() *Rules { return rules }, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []rlsv3.RateLimitResponse_Code
+	for range 3 {
+		resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*commonv3.RateLimitDescriptor{addend(desc("user=alice"), 400)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, resp.OverallCode)
+	}
+	if want := []rlsv3.RateLimitResponse_Code{ok, ok, over}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("costs of 400 on a local limit of 1,000 with the store down: %v, want %v", got, want)
+	}
 }
 
 func TestPostChargeRepaidByRefill(t *testing.T) {
