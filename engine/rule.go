@@ -84,7 +84,7 @@ type Rule struct {
 	// FailToLocal (e.g. 1/replicas); in (0, 1], 0 meaning 1.
 	LocalShare float64
 	// Lease bounds how long a crashed holder keeps a slot in a shared
-	// store; default 1 minute.
+	// store; default 1 minute, at least MinLease.
 	Lease time.Duration
 }
 
@@ -116,6 +116,10 @@ type set struct {
 	// field is the RateLimit-Policy value, the same on every response.
 	field string
 }
+
+// MinLease is the shortest Rule.Lease: a slot must outlive the request
+// that holds it, or the cap stops counting that request.
+const MinLease = time.Second
 
 // MaxThrottleDelay is the longest Rule.MaxDelay: a throttled request holds
 // a connection and a goroutine while it waits, and a client told to wait
@@ -154,6 +158,8 @@ func (r Rule) Validate() error {
 		return fail("local share %v is outside (0, 1] (0: the default, 1)", r.LocalShare)
 	case r.Lease < 0:
 		return fail("negative slot lease %v", r.Lease)
+	case r.Lease > 0 && r.Lease < MinLease:
+		return fail("slot lease %v is under %v: a request's slot would expire while it runs", r.Lease, MinLease)
 	}
 	if err := floodgate.ValidateLimits(r.Policies, r.Concurrency); err != nil {
 		return fmt.Errorf("engine: rule %q: %w", r.Name, err)

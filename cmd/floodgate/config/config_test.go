@@ -412,6 +412,16 @@ func TestPostChargeDomains(t *testing.T) {
 	}
 }
 
+// TestSampleRatioChecked: a sample ratio outside 0..1 is an error at its
+// line, with tracing on or off.
+func TestSampleRatioChecked(t *testing.T) {
+	for _, y := range []string{"tracing: {sample_ratio: 2}\n", "tracing: {enabled: true, sample_ratio: -1}\n"} {
+		if got := parseErr(t, "api: {listen: '127.0.0.1:0'}\n"+y); !strings.Contains(got, "f.yaml:2") || !strings.Contains(got, "tracing.sample_ratio: want a share from 0 to 1") {
+			t.Errorf("%s: %s", y, got)
+		}
+	}
+}
+
 // TestNearCacheDefault: the Redis store's near cache is on unless a file
 // turns it off with 0.
 func TestNearCacheDefault(t *testing.T) {

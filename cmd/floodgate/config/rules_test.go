@@ -71,6 +71,7 @@ func TestRuleShareAndLeaseErrors(t *testing.T) {
 		{"share above 1", head + "    local_share: 2\n", "f.yaml:6: rules[0].local_share: local share 2 is outside (0, 1] (0: the default, 1)"},
 		{"share negative", head + "    local_share: -0.5\n", "f.yaml:6: rules[0].local_share: local share -0.5 is outside (0, 1] (0: the default, 1)"},
 		{"lease negative", head + "    lease: -1s\n", "f.yaml:6: rules[0].lease: negative slot lease -1s"},
+		{"lease too short", head + "    lease: 1ms\n", "f.yaml:6: rules[0].lease: slot lease 1ms is under 1s: a request's slot would expire while it runs"},
 		{"lease not a duration", head + "    lease: long\n", `f.yaml:6: rules[0].lease: bad duration "long" (want e.g. "500ms", "30s", "1m", "1h" or "1d")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,3 +17,11 @@ type Tracing struct {
 	// else every trace.
 	SampleRatio *float64 `yaml:"sample_ratio"`
 }
+
+// tracing checks sample_ratio whether tracing is on or not, so that a
+// file that turns it on later does not fail only at start.
+func (v *validator) tracing() {
+	if r := v.cfg.Tracing.SampleRatio; r != nil && !(*r >= 0 && *r <= 1) { // NaN too
+		v.fail("tracing.sample_ratio", "want a share from 0 to 1, got %v", *r)
+	}
+}

@@ -120,6 +120,7 @@ func (v *validator) validate() {
 	v.output()
 	v.security() // after faces and rules: callers name rules
 	v.tiers()    // after identity: a rule's tiers.header defaults to its api_key_header
+	v.tracing()
 }
 
 // clients checks who is limited how: skips, bypass, trusted proxies and
