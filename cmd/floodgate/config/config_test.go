@@ -387,31 +387,6 @@ func TestEnvoyExample(t *testing.T) {
 	}
 }
 
-// TestPostChargeDomains: without xDS, a post_charge domain must be one
-// of the descriptor files' domains (or "*"); with xDS it may arrive later.
-func TestPostChargeDomains(t *testing.T) {
-	dir := t.TempDir()
-	rules := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rules, []byte("domain: edge\ndescriptors:\n  - {key: k, rate_limit: {unit: second, requests_per_unit: 1}}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base := "envoy_rls: {listen: '127.0.0.1:0', config: " + rules
-	for _, tc := range []struct{ field, err string }{
-		{", post_charge: [edge]}", ""},
-		{", post_charge: ['*']}", ""},
-		{", post_charge: [egde]}", `envoy_rls.post_charge: domain "egde" is in no file of envoy_rls.config`},
-		{", post_charge: [egde], xds: {server: 'eg:1'}}", ""},
-	} {
-		_, err := Parse(filepath.Join(dir, "f.yaml"), []byte(base+tc.field+"\n"))
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("%s: %v", tc.field, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%s: error %v, want one with %q", tc.field, err, tc.err)
-		}
-	}
-}
-
 // TestSampleRatioChecked: a sample ratio outside 0..1 is an error at its
 // line, with tracing on or off.
 func TestSampleRatioChecked(t *testing.T) {

@@ -132,21 +132,6 @@ func (v *validator) envoyRLS() {
 		return
 	}
 	e.Limits = limits
-	v.postChargeDomains(e)
-}
-
-// postChargeDomains refuses a post_charge domain that no descriptor file
-// has, when no xDS server can bring it later: a misspelt domain would
-// silently leave its limits charging nothing past the quota.
-func (v *validator) postChargeDomains(e *EnvoyRLS) {
-	if e.XDS != nil {
-		return
-	}
-	for _, d := range e.PostCharge {
-		if d != "*" && !slices.ContainsFunc(e.Limits.Domains, func(l *envoyrls.Domain) bool { return l.Domain == d }) {
-			v.fail("envoy_rls.post_charge", "domain %q is in no file of envoy_rls.config", d)
-		}
-	}
 }
 
 // rlsExposed refuses a network address that asks clients for no
