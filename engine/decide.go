@@ -480,20 +480,8 @@ func chain(a, b func()) func() {
 // reported. Its Verdict is Denied when a cost of 1 would not pass now,
 // Unavailable when the store fails under FailClosed.
 func (c *Compiled) Peek(ctx context.Context, key string) Outcome {
-	out := Outcome{Summary: -1}
-	if c.static == nil || c.static.limiter == nil {
-		return out
-	}
-	out.Field = c.static.field
-	d, err := c.static.limiter.TakeCost(ctx, BoundKey(key), floodgate.Cost{})
-	if err != nil {
-		out.Verdict, out.Err = Unavailable, err
-		return out
-	}
-	out.Degraded = d.Degraded
-	out.rates = d.Results
-	out.summarize()
-	if out.Summary >= 0 && !out.Item(out.Summary).Allowed {
+	out := c.direct(ctx, key, floodgate.Cost{})
+	if out.Err == nil && out.Summary >= 0 && !out.Item(out.Summary).Allowed {
 		out.Verdict = Denied // a cost of 1 would not pass now
 	}
 	return out

@@ -51,12 +51,18 @@ func (o *Outcome) Settle(ctx context.Context, charged, actual floodgate.Cost, at
 // fails under FailClosed; under FailOpen the Outcome is Degraded and
 // nothing was counted.
 func (c *Compiled) Post(ctx context.Context, key string, cost floodgate.Cost) Outcome {
+	return c.direct(ctx, key, floodgate.PostCharge(floodgate.Cost{}, cost))
+}
+
+// direct asks the rule's own rate policies about key with cost, outside
+// the decision path (Peek, Post): no slot, no Blocker, no Event.
+func (c *Compiled) direct(ctx context.Context, key string, cost floodgate.Cost) Outcome {
 	out := Outcome{Summary: -1}
 	if c.static == nil || c.static.limiter == nil {
 		return out
 	}
 	out.Field = c.static.field
-	d, err := c.static.limiter.TakeCost(ctx, BoundKey(key), floodgate.PostCharge(floodgate.Cost{}, cost))
+	d, err := c.static.limiter.TakeCost(ctx, BoundKey(key), cost)
 	if err != nil {
 		out.Verdict, out.Err = Unavailable, err
 		return out
