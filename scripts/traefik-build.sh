@@ -25,6 +25,7 @@ if [[ ! -x $bin ]]; then
   log "building Traefik (github.com/traefik/traefik/v3 $version) into $dir"
   src=$(cd /tmp && go mod download -json "github.com/traefik/traefik/v3@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [[ -d $src ]] || die "go mod download github.com/traefik/traefik/v3@$version gave no source directory"
+  mkdir -p "$(dirname "$dir")"
   work=$(mktemp -d "$dir.build.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   cp -r "$src/." "$work"
