@@ -74,10 +74,13 @@ func benchStores(b *testing.B, fn func(b *testing.B, store floodgate.Store)) {
 }
 
 // BenchmarkGRPC is the service over loopback gRPC, client and server in
-// one process, 64 calls in flight on 4 connections over 1,000 keys:
-// scripts/bench-rls.sh's load, for profiles (-cpuprofile, -memprofile).
+// one process, 64 calls in flight on 4 connections over 1,000 keys, with
+// the daemon's options and its 64 stream workers: scripts/bench-rls.sh's
+// load, for profiles (-cpuprofile, -memprofile).
 func BenchmarkGRPC(b *testing.B) {
-	benchStores(b, func(b *testing.B, store floodgate.Store) { benchGRPC(b, store) })
+	benchStores(b, func(b *testing.B, store floodgate.Store) {
+		benchGRPC(b, store, append(daemonOptions(), grpc.NumStreamWorkers(64))...)
+	})
 }
 
 // daemonOptions are the options the daemon builds its gRPC servers with

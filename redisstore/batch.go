@@ -68,7 +68,12 @@ func putRequest(r *request) {
 //
 // Batches run on executor goroutines, so that callers wait with their own
 // deadline and can leave whether or not the Redis client honours context
-// deadlines on its sockets. The one exception saves a lone caller two
+// deadlines on its sockets. An executor whose queue runs dry parks for up
+// to executorIdle before it exits, and a new batch goes to a parked one
+// before a new goroutine is started: a goroutine started per batch grows
+// its stack through go-redis' call path anew each time, which cost the
+// RLS door more CPU per decision than the script call's own write
+// (docs/BENCHMARKS.md, "Envoy rate limit service: the Redis path"). The one exception saves a lone caller two
 // goroutine switches: when the client does honour them (inline) and no
 // other batch is in flight (nothing is queued then either), the caller runs
 // its request itself, bounded by its own context. Under load, requests keep
@@ -84,7 +89,14 @@ type batcher struct {
 	mu       sync.Mutex
 	queue    []*request
 	inFlight int
+	idle     int             // parked executors not yet handed a batch
+	handoff  chan []*request // batches for parked executors; made on first use
 }
+
+// executorIdle is how long an executor with nothing to run waits for a
+// batch before it exits: long enough to outlast the gaps of any steady
+// load, short enough that an idle Store holds no goroutine for long.
+const executorIdle = 100 * time.Millisecond
 
 // submit queues r and makes sure an executor will run it, or runs it on
 // the caller's goroutine and reports true: r is answered then, and its done
@@ -111,14 +123,29 @@ func (b *batcher) submit(ctx context.Context, r *request) (ran bool) {
 		}
 		b.mu.Unlock()
 		if len(next) > 0 {
-			go b.run(next)
+			b.mu.Lock()
+			b.startLocked(next)
+			b.mu.Unlock()
 		}
 		return true
 	}
 	batch := b.takeLocked(make([]*request, 0, min(b.maxBatch, 1+len(b.queue))), r)
+	b.startLocked(batch)
 	b.mu.Unlock()
-	go b.run(batch)
 	return false
+}
+
+// startLocked hands batch to a parked executor, or starts one.
+func (b *batcher) startLocked(batch []*request) {
+	if b.idle > 0 {
+		b.idle--
+		b.handoff <- batch // buffered for every parked executor: never blocks
+		return
+	}
+	if b.handoff == nil {
+		b.handoff = make(chan []*request, b.maxInFlight)
+	}
+	go b.run(batch)
 }
 
 // takeLocked moves first (if not nil) and then queued requests into batch,
@@ -139,10 +166,13 @@ func (b *batcher) takeLocked(batch []*request, first *request) []*request {
 	return batch
 }
 
-// run executes batch, then whatever queued meanwhile, until the queue is
-// empty.
+// run executes batch, then whatever queued meanwhile; with the queue empty
+// it parks until startLocked hands it another batch, and exits after
+// executorIdle without one.
 func (b *batcher) run(batch []*request) {
-	for len(batch) > 0 {
+	idle := time.NewTimer(executorIdle)
+	defer idle.Stop()
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		b.exec(ctx, batch)
 		cancel()
@@ -152,9 +182,38 @@ func (b *batcher) run(batch []*request) {
 		}
 		b.mu.Lock()
 		batch = b.takeLocked(batch[:0], nil)
-		if len(batch) == 0 {
-			b.inFlight--
+		if len(batch) > 0 {
+			b.mu.Unlock()
+			continue
 		}
+		b.inFlight--
+		b.idle++
 		b.mu.Unlock()
+		if batch = b.park(idle); batch == nil {
+			return
+		}
+	}
+}
+
+// park waits for a handed-off batch; after executorIdle it takes one that
+// was handed off meanwhile, or leaves the parked count and returns nil.
+// Every batch sent on handoff decremented idle first, so the executors
+// parked are always idle plus the batches waiting in handoff.
+func (b *batcher) park(idle *time.Timer) []*request {
+	idle.Reset(executorIdle)
+	select {
+	case batch := <-b.handoff:
+		idle.Stop()
+		return batch
+	case <-idle.C:
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case batch := <-b.handoff:
+		return batch
+	default:
+		b.idle--
+		return nil
 	}
 }
