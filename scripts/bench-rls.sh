@@ -139,6 +139,19 @@ for keys in 1 1000; do
     'BEGIN {printf "%s keys\tRedis CPU/decision: Floodgate %.2f µs, ratelimit %.2f µs, ratio %.2f×\n", k, a, b, a/b}'
   awk -v a="${rate[floodgate-redis]}" -v b="${rate[ratelimit-redis]}" -v c="${rate[floodgate-memory]}" -v d="${rate[gubernator]}" -v e="${rate[rlsnop]}" -v k="$keys" \
     'BEGIN {printf "%s keys\tFloodgate/ratelimit on Redis %.2f×\tFloodgate memory/gubernator %.2f×\tthe floor: rlsnop/ratelimit %.2f×, rlsnop/gubernator %.2f×\n", k, a/b, c/d, e/b, e/d}'
+  # The ceiling of Floodgate on Redis on this machine: every core busy
+  # (client, daemon and redis-server share them) with Floodgate on
+  # memory's whole cost per decision plus redis-server's CPU per decision,
+  # as if the daemon's Redis client cost nothing.
+  awk -v m="${rate[floodgate-memory]}" -v r="${rcpu[floodgate-redis]}" -v n="$(nproc)" -v a="${rate[floodgate-redis]}" -v b="${rate[ratelimit-redis]}" -v k="$keys" \
+    'BEGIN {c = 1 / (1 / m + r / (n * 1e6)); printf "%s keys\tthe ceiling on Redis (memory + redis-server CPU, %d cores): %.0f decisions/s, %.2f× ratelimit; Floodgate on Redis reaches %.0f %% of it\n", k, n, c, c / b, 100 * a / c}'
+  # Rounds are interleaved, so each round's ratio compares contenders
+  # under the same load from elsewhere; its median is steadier than the
+  # ratio of medians when that load drifts.
+  paired() { paste <(awk -F'\t' -v t="$1" -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results") \
+    <(awk -F'\t' -v t="$2" -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results") | awk '{print $1 / $2}' | median; }
+  printf '%s keys\tmedian of round ratios: Floodgate/ratelimit on Redis %.2f×, Floodgate memory/gubernator %.2f×, rlsnop/gubernator %.2f×\n' \
+    "$keys" "$(paired floodgate-redis ratelimit-redis)" "$(paired floodgate-memory gubernator)" "$(paired rlsnop gubernator)"
   awk -v a="${cpu[floodgate-redis]}" -v c="${cpu[floodgate-memory]}" -v e="${cpu[rlsnop]}" -v k="$keys" \
     'BEGIN {printf "%s keys\tserver CPU above rlsnop per decision: Floodgate memory %.1f µs, Floodgate Redis %.1f µs (redis-server included)\n", k, c-e, a-e}'
   awk -F'\t' -v k="$keys keys" '$1=="floodgate-redis" && $2==k {split($3, d, " "); split($7, c, " "); if (c[1] > 0) print d[1] * '"${dur%s}"' / c[1]}' "$results" | median |

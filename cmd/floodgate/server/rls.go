@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -63,7 +64,21 @@ func (s *Server) rulesFor(cfg *config.Config) (*envoyrls.Rules, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: envoy_rls: %w", err)
 	}
+	s.warnPostCharge(all)
 	return r, nil
+}
+
+// warnPostCharge warns of each domain envoy_rls.post_charge names that
+// no rule file or xDS snapshot has. It is not an error: a reload or a
+// snapshot may bring the domain later, and the ratelimit entrypoint names
+// Envoy Gateway's domains before any rule has them.
+func (s *Server) warnPostCharge(all *envoyrls.Config) {
+	for _, d := range all.PostCharge {
+		if d == "*" || slices.ContainsFunc(all.Domains, func(x *envoyrls.Domain) bool { return x.Domain == d }) {
+			continue
+		}
+		s.logger.Warn("envoy_rls.post_charge names a domain no rule file or xDS snapshot has; its limits will be post-charged once one brings it", "domain", d)
+	}
 }
 
 // startRLS listens on envoy_rls.listen with the rate limit service,

@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,7 +122,8 @@ func TestEnvoyRLSDynamicMetadata(t *testing.T) {
 
 // TestEnvoyRLSPostCharge: envoy_rls.post_charge makes every limit of the
 // named domain count the cost Envoy reports when a stream ends, past
-// what is left; a domain not named refuses and counts nothing.
+// what is left; a domain not named refuses and counts nothing. A named
+// domain no rule has is warned of, by name, and does not stop the start.
 func TestEnvoyRLSPostCharge(t *testing.T) {
 	limits := filepath.Join(t.TempDir(), "limits.yaml")
 	y := "domain: %s\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 100}\n"
@@ -130,7 +134,12 @@ func TestEnvoyRLSPostCharge(t *testing.T) {
 	if err := os.WriteFile(other, []byte(fmt.Sprintf(y, "web")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := start(t, fmt.Sprintf("envoy_rls: {listen: \"127.0.0.1:0\", config: %q, post_charge: [ai]}\nadmin: {listen: \"127.0.0.1:0\"}\nlog: {level: error}\n", filepath.Dir(limits)))
+	var logs lockedLog
+	f := start(t, fmt.Sprintf("envoy_rls: {listen: \"127.0.0.1:0\", config: %q, post_charge: [ai, chat]}\nadmin: {listen: \"127.0.0.1:0\"}\nlog: {level: error}\n", filepath.Dir(limits)),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if l := logs.String(); strings.Count(l, "envoy_rls.post_charge names a domain") != 1 || !strings.Contains(l, "domain=chat") {
+		t.Errorf("want one warning, of domain chat; logs:\n%s", l)
+	}
 	rls := rlsClient(t, f.srv.Addr(FaceEnvoyRLS))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -159,4 +168,22 @@ func TestEnvoyRLSPostCharge(t *testing.T) {
 			t.Errorf("%s, hits %d: %v, %d left; want %v, %d", c.domain, c.hits, code, left, c.code, c.left)
 		}
 	}
+}
+
+// lockedLog is a log destination safe to read while a server writes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
