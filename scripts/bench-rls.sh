@@ -165,5 +165,11 @@ if (( rate > 0 )); then
     eval "p99_${t//-/_}=$(q 6)"
   done
   awk -v a="$p99_floodgate_redis" -v b="$p99_ratelimit_redis" -v c="$p99_floodgate_memory" -v d="$p99_gubernator" \
-    'BEGIN {printf "p99 ratios: Floodgate Redis/ratelimit %.2f×, Floodgate memory/gubernator %.2f×\n", a/b, c/d}' 
+    'BEGIN {printf "p99 ratios: Floodgate Redis/ratelimit %.2f×, Floodgate memory/gubernator %.2f×\n", a/b, c/d}'
+  # The same per round (see the rates above), beside the floor: the p99 of
+  # rlsnop, which decides nothing, against ratelimit's.
+  p99s() { awk -F'\t' -v t="$1" '$1==t {print $6+0}' "$latency"; }
+  ratio() { paste <(p99s "$1") <(p99s "$2") | awk '{print $1 / $2}' | median; }
+  printf 'p99, median of round ratios: Floodgate Redis/ratelimit %.2f×, Floodgate memory/gubernator %.2f×; the floor: rlsnop/ratelimit %.2f×\n' \
+    "$(ratio floodgate-redis ratelimit-redis)" "$(ratio floodgate-memory gubernator)" "$(ratio rlsnop ratelimit-redis)"
 fi
