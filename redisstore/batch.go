@@ -71,9 +71,11 @@ func putRequest(r *request) {
 // deadlines on its sockets. An executor whose queue runs dry parks for up
 // to executorIdle before it exits, and a new batch goes to a parked one
 // before a new goroutine is started: a goroutine started per batch grows
-// its stack through go-redis' call path anew each time, which cost the
-// RLS door more CPU per decision than the script call's own write
-// (docs/BENCHMARKS.md, "Envoy rate limit service: the Redis path"). The one exception saves a lone caller two
+// its stack through go-redis' call path anew each time, 5 % of the RLS
+// door's CPU on Redis (docs/BENCHMARKS.md, "Envoy rate limit service: the
+// Redis path").
+//
+// The one exception saves a lone caller two
 // goroutine switches: when the client does honour them (inline) and no
 // other batch is in flight (nothing is queued then either), the caller runs
 // its request itself, bounded by its own context. Under load, requests keep
