@@ -202,6 +202,15 @@ func (b *batcher) run(batch []*request) {
 // Every batch sent on handoff decremented idle first, so the executors
 // parked are always idle plus the batches waiting in handoff.
 func (b *batcher) park(idle *time.Timer) []*request {
+	if !idle.Stop() {
+		// Fired during the batches before: with timers before Go 1.23's
+		// (GODEBUG=asynctimerchan=1) its tick would wait in the channel
+		// and end this wait at once, as Store.wait guards against too.
+		select {
+		case <-idle.C:
+		default:
+		}
+	}
 	idle.Reset(executorIdle)
 	select {
 	case batch := <-b.handoff:
