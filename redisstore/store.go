@@ -655,7 +655,15 @@ var (
 	// one of its keys, such as an infinite debt, which would otherwise
 	// reach clients as a negative Retry-After.
 	errOutOfRange = errors.New("redisstore: script reply out of range: a key holds a value Floodgate did not write")
+	// errKeyRefused is a request's answer when Redis refused a command on
+	// one of its keys (dispatch.lua's REFUSED): a value of another type at
+	// it (WRONGTYPE), or a key the user may not touch. The other requests
+	// of the call are decided.
+	errKeyRefused = errors.New("redisstore: Redis refused a command on one of the request's keys: a value of another type (WRONGTYPE) or a key the user may not touch")
 )
+
+// refused is dispatch.lua's REFUSED.
+const refused = -2
 
 // replyFields is how many numbers the script replies per policy: allowed,
 // remaining, reset after, retry after and full after (dispatch.lua).
@@ -680,7 +688,9 @@ func deliver(group []*request, cmd *scriptCmd) {
 		}
 		n := replyFields * len(r.keys)
 		r.out, vals = vals[:n:n], vals[n:]
-		if !inRange(r.out) {
+		if r.out[0] == refused {
+			r.err = errKeyRefused
+		} else if !inRange(r.out) {
 			r.err = errOutOfRange
 		}
 	}

@@ -183,6 +183,73 @@ local function slot(key, r, now, out, o)
   return o + 5
 end
 
+-- REFUSED fills the reply fields of a request one of whose commands Redis
+-- refused: a key holding a value of another type (WRONGTYPE), or one the
+-- user may not touch. That request alone fails (errKeyRefused in the Go
+-- store); the others of the call are decided. Writes the refused request
+-- made before the refusal stay, as a script's writes do.
+local REFUSED = -2
+
+-- keycount is the number of keys request r names (see the header).
+local function keycount(r)
+  local n = #r - 8
+  if #r == 41 or #r == 49 then return 1 end
+  if n % 33 == 8 then return (n - 8) / 33 end
+  if n % 33 == 0 then return n / 33 end
+  return 1
+end
+
+-- one decides request r at now, its keys following KEYS[k], into out
+-- after out[o], and returns nil, or an error reply for an unknown code.
+local function one(KEYS, k, r, now, out, o)
+  if #r == 41 then
+    -- One policy, the most common request: decided without the tables.
+    local code, q, cap, w, cost = unpack('>Bdddd', r, 9)
+    local allowed, rem, reset, retry, full = single(KEYS[k + 1], now, code, q, cap, w, cost)
+    if not allowed then return unknown(code) end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, full
+  elseif #r == 49 then
+    -- A settlement of one policy: without the tables.
+    local at, code, q, cap, w, cost = unpack('>dBdddd', r, 9)
+    if not (TAKE[code] or algorithm(code)) then return unknown(code) end
+    local rem, reset, full = settle1(KEYS[k + 1], now, at, code, q, cap, w, cost)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, full
+  elseif (#r - 8) % 33 == 8 then
+    local _, err = settle(KEYS, k, r, now, out, o)
+    return err
+  elseif (#r - 8) % 33 == 0 then
+    local _, err = several(KEYS, k, r, now, out, o)
+    return err
+  else
+    -- Neither 8 nor 16 bytes and whole policies: a slot's request.
+    local _, err = slot(KEYS[k + 1], r, now, out, o)
+    return err
+  end
+end
+
+-- A, O, K: the loop's place in a call (see decide): the next request's
+-- index in ARGV, and the reply fields and keys of the requests before it.
+-- They live outside the protected call, so that the loop can go on after
+-- a refused request; NOW_S is the call's server time, once read.
+local A, O, K, NOW_S
+
+-- loop decides the requests of ARGV from A on into out, advancing A, O
+-- and K past each, and returns nil, or an error reply for an unknown code.
+local function loop(KEYS, ARGV, out)
+  while A <= #ARGV do
+    local r = ARGV[A]
+    local now = unpack('>d', r)
+    if now < 0 then
+      NOW_S = NOW_S or server_time()
+      now = NOW_S
+    end
+    local err = one(KEYS, K, r, now, out, O)
+    if err then return err end
+    local p = keycount(r)
+    A, O, K = A + 1, O + 5 * p, K + p
+  end
+end
+
 local function decide(KEYS, ARGV)
   if not call then
     floor, max, byte, format, match = math.floor, math.max, string.byte, string.format, string.match
@@ -195,52 +262,23 @@ local function decide(KEYS, ARGV)
     -- waits: decided without the loop.
     local now, code, q, cap, w, cost = unpack('>dBdddd', ARGV[2])
     if now < 0 then now = server_time() end
-    local allowed, rem, reset, retry, full = single(KEYS[1], now, code, q, cap, w, cost)
+    local ok, allowed, rem, reset, retry, full = pcall(single, KEYS[1], now, code, q, cap, w, cost)
+    if not ok then return { REFUSED, REFUSED, REFUSED, REFUSED, REFUSED } end
     if not allowed then return unknown(code) end
     return { allowed, rem, reset, retry, full }
   end
-  local out, o, k = {}, 0, 0
-  local server_now
-  for a = 2, #ARGV do
-    local r = ARGV[a]
-    local now = unpack('>d', r)
-    if now < 0 then
-      server_now = server_now or server_time()
-      now = server_now
+  -- One protected call runs the whole loop; a refused command ends it at
+  -- request A, which is marked REFUSED, and the loop goes on after it.
+  local out = {}
+  A, O, K, NOW_S = 2, 0, 0, nil
+  while true do
+    local ok, err = pcall(loop, KEYS, ARGV, out)
+    if ok then
+      if err then return err end
+      return out
     end
-    if #r == 41 then
-      -- One policy, the most common request: decided without the tables.
-      local code, q, cap, w, cost = unpack('>Bdddd', r, 9)
-      k = k + 1
-      local allowed, rem, reset, retry, full = single(KEYS[k], now, code, q, cap, w, cost)
-      if not allowed then return unknown(code) end
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, rem, reset, retry, full
-      o = o + 5
-    elseif #r == 49 then
-      -- A settlement of one policy: without the tables.
-      local at, code, q, cap, w, cost = unpack('>dBdddd', r, 9)
-      k = k + 1
-      if not (TAKE[code] or algorithm(code)) then return unknown(code) end
-      local rem, reset, full = settle1(KEYS[k], now, at, code, q, cap, w, cost)
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, full
-      o = o + 5
-    elseif (#r - 8) % 33 == 8 then
-      local err
-      o, err = settle(KEYS, k, r, now, out, o)
-      if not o then return err end
-      k = k + (#r - 16) / 33
-    elseif (#r - 8) % 33 == 0 then
-      local err
-      o, err = several(KEYS, k, r, now, out, o)
-      if not o then return err end
-      k = k + (#r - 8) / 33
-    else
-      -- Neither 8 nor 16 bytes and whole policies: a slot's request.
-      local err
-      k = k + 1
-      o, err = slot(KEYS[k], r, now, out, o)
-      if not o then return err end
-    end
+    local p = keycount(ARGV[A])
+    for j = O + 1, O + 5 * p do out[j] = REFUSED end
+    A, O, K = A + 1, O + 5 * p, K + p
   end
-  return out
 end
