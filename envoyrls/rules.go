@@ -64,6 +64,7 @@ type node struct {
 // limit is a descriptor's compiled rate_limit.
 type limit struct {
 	path      string           // domain.key_value.key…, as envoyproxy/ratelimit names it
+	labels    [3]string        // domain, key1, key2 of its metrics (compiling.labels)
 	rule      *engine.Compiled // nil when unlimited or refusing everything
 	unlimited bool
 	shadow    bool
@@ -90,7 +91,7 @@ func Compile(eng *engine.Engine, cfg *Config, defaultFailure floodgate.FailureMo
 		r.post[d] = true
 	}
 	for _, d := range cfg.Domains {
-		lv, err := compileLevel(eng, d.Descriptors, d.Domain, compiling{defaultFailure, r.posts(d.Domain)})
+		lv, err := compileLevel(eng, d.Descriptors, d.Domain, compiling{fm: defaultFailure, post: r.posts(d.Domain), labels: [3]string{d.Domain}, depth: 1})
 		if err != nil {
 			return nil, fmt.Errorf("envoyrls: %s: %w", d.File, err)
 		}
@@ -102,10 +103,17 @@ func Compile(eng *engine.Engine, cfg *Config, defaultFailure floodgate.FailureMo
 	return r, nil
 }
 
-// compiling is what a domain's limits take from outside their files.
+// compiling is what a domain's limits take from outside their files, and
+// the metric labels of the level being compiled.
 type compiling struct {
 	fm   floodgate.FailureMode // of limits that set no failure_mode
 	post bool                  // every limit is post-charged (Config.PostCharge)
+	// labels are the domain and the path's first two entry names
+	// (key_value or key), whole: a name may hold dots, as an IP address
+	// does, so the dotted path cannot be split back into them. depth is
+	// the number of them set.
+	labels [3]string
+	depth  int
 }
 
 // posts reports whether Config.PostCharge names domain.
@@ -122,15 +130,20 @@ func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, cc compilin
 			name += "_" + d.Value
 		}
 		p := path + "." + name
+		child := cc
+		if child.depth < len(child.labels) {
+			child.labels[child.depth] = name
+		}
+		child.depth++
 		n := &node{}
 		if d.RateLimit != nil {
-			l, err := compileLimit(eng, d, p, cc)
+			l, err := compileLimit(eng, d, p, child)
 			if err != nil {
 				return nil, err
 			}
 			n.limit = l
 		}
-		next, err := compileLevel(eng, d.Descriptors, p, cc)
+		next, err := compileLevel(eng, d.Descriptors, p, child)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +161,7 @@ func compileLevel(eng *engine.Engine, ds []*Descriptor, path string, cc compilin
 
 func compileLimit(eng *engine.Engine, d *Descriptor, path string, cc compiling) (*limit, error) {
 	rl, fm := d.RateLimit, cc.fm
-	l := &limit{path: path, unlimited: rl.Unlimited, shadow: d.ShadowMode, quota: d.QuotaMode, post: rl.PostCharge || cc.post,
+	l := &limit{path: path, labels: cc.labels, unlimited: rl.Unlimited, shadow: d.ShadowMode, quota: d.QuotaMode, post: rl.PostCharge || cc.post,
 		name: rl.Name, errorOnFailure: rl.FailureMode == ""}
 	for _, r := range rl.Replaces {
 		l.replaces = append(l.replaces, r.Name)
@@ -235,7 +248,8 @@ func (r *Rules) override(perUnit uint32, unit int32, domain string) (*limit, err
 		return nil, fmt.Errorf("limit override unit %v is not one of second, minute, hour, day, week, month, year", k.unit)
 	}
 	d := &Descriptor{RateLimit: &RateLimit{Unit: name, RequestsPerUnit: k.perUnit}}
-	l, err := compileLimit(r.eng, d, fmt.Sprintf("override_%d_per_%s", k.perUnit, name), compiling{r.fm, k.post})
+	path := fmt.Sprintf("override_%d_per_%s", k.perUnit, name)
+	l, err := compileLimit(r.eng, d, path, compiling{fm: r.fm, post: k.post, labels: [3]string{path}, depth: 1})
 	if err != nil {
 		return nil, err
 	}

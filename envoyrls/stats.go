@@ -2,7 +2,6 @@ package envoyrls
 
 import (
 	"math"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,7 +115,7 @@ func (s *Stats) observe(l *limit, hits int64, allowed bool, remaining int64) {
 		before = q - min(left+h, q)
 	}
 	c := count(q, before, h, !allowed, l.shadow, s.ratio)
-	labels := s.labels(l.path)
+	labels := s.labels(l)
 	for _, p := range []struct {
 		vec *prometheus.CounterVec
 		n   uint64
@@ -127,19 +126,16 @@ func (s *Stats) observe(l *limit, hits int64, allowed bool, remaining int64) {
 	}
 }
 
-// labels splits a descriptor path "domain.key_value.key2…" into
-// ratelimit's domain, key1 and key2, within the series bound.
-func (s *Stats) labels(path string) [3]string {
+// labels are l's domain, key1 and key2, within the series bound.
+func (s *Stats) labels(l *limit) [3]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l, ok := s.series[path]; ok {
-		return l
+	if _, ok := s.series[l.path]; ok {
+		return l.labels
 	}
 	if len(s.series) >= s.max {
 		return [3]string{"", OverflowLabel, ""}
 	}
-	var l [3]string
-	copy(l[:], strings.SplitN(path, ".", 4))
-	s.series[path] = l
-	return l
+	s.series[l.path] = l.labels
+	return l.labels
 }

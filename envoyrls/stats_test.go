@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/engine"
 	"github.com/floodgate/floodgate/internal/testkit"
 	"github.com/floodgate/floodgate/memorystore"
 )
@@ -80,8 +81,13 @@ func TestStatsBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"d.a", "d.b_v.c_w.e", "d.c"} {
-		s.observe(&limit{path: path, policy: policyOf(10)}, 1, true, 9)
+	for _, l := range []*limit{
+		{path: "d.a", labels: [3]string{"d", "a", ""}},
+		{path: "d.b_v.c_w.e", labels: [3]string{"d", "b_v", "c_w"}},
+		{path: "d.c", labels: [3]string{"d", "c", ""}},
+	} {
+		l.policy = policyOf(10)
+		s.observe(l, 1, true, 9)
 	}
 	for _, l := range [][3]string{{"d", "a", ""}, {"d", "b_v", "c_w"}, {"", OverflowLabel, ""}} {
 		if got := testutil.ToFloat64(s.total.WithLabelValues(l[:]...)); got != 1 {
@@ -95,4 +101,39 @@ func TestStatsBound(t *testing.T) {
 
 func policyOf(quota int64) floodgate.Policy {
 	return floodgate.Policy{Name: "p", Algorithm: floodgate.FixedWindow, Quota: quota, Window: time.Minute}
+}
+
+// TestStatsDottedNames: a domain, key or value may hold dots (a host
+// name, an IP address); the labels are the domain and the first two entry
+// names whole, as compiled, not the dotted path split at every dot.
+func TestStatsDottedNames(t *testing.T) {
+	eng, err := engine.New(engine.Config{Store: testkit.Memory(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perMinute := func(n uint32) *RateLimit { return &RateLimit{Unit: "minute", RequestsPerUnit: n} }
+	cfg := &Config{Domains: []*Domain{{Domain: "api.example.com", Descriptors: []*Descriptor{
+		{Key: "remote_address", Value: "203.0.113.9", RateLimit: perMinute(10)},
+		{Key: "host", Value: "a.b", Descriptors: []*Descriptor{
+			{Key: "path", Value: "/v1.2", RateLimit: perMinute(10), Descriptors: []*Descriptor{{Key: "user", RateLimit: perMinute(10)}}},
+		}},
+	}}}}
+	r, err := Compile(eng, cfg, floodgate.FailClosed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := r.domains["api.example.com"]
+	second := top.nodes["host_a.b"].next.nodes["path_/v1.2"]
+	for _, c := range []struct {
+		l    *limit
+		want [3]string
+	}{
+		{top.nodes["remote_address_203.0.113.9"].limit, [3]string{"api.example.com", "remote_address_203.0.113.9", ""}},
+		{second.limit, [3]string{"api.example.com", "host_a.b", "path_/v1.2"}},
+		{second.next.nodes["user"].limit, [3]string{"api.example.com", "host_a.b", "path_/v1.2"}},
+	} {
+		if c.l.labels != c.want {
+			t.Errorf("%s: labels %q, want %q", c.l.path, c.l.labels, c.want)
+		}
+	}
 }
