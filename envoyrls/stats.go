@@ -41,7 +41,7 @@ type Stats struct {
 	ratio                             float64
 	max                               int
 	mu                                sync.Mutex
-	series                            map[string][3]string
+	series                            map[string]struct{} // limit paths given label sets
 }
 
 // NewStats registers the counters on reg. Errors: reg refused one.
@@ -52,7 +52,7 @@ func NewStats(reg prometheus.Registerer, opt StatsOptions) (*Stats, error) {
 	if opt.MaxSeries <= 0 {
 		opt.MaxSeries = DefaultMaxStatsSeries
 	}
-	s := &Stats{ratio: opt.NearLimitRatio, max: opt.MaxSeries, series: map[string][3]string{}}
+	s := &Stats{ratio: opt.NearLimitRatio, max: opt.MaxSeries, series: map[string]struct{}{}}
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_service_rate_limit_" + name, Help: help},
 			[]string{"domain", "key1", "key2"})
@@ -136,6 +136,6 @@ func (s *Stats) labels(l *limit) [3]string {
 	if len(s.series) >= s.max {
 		return [3]string{"", OverflowLabel, ""}
 	}
-	s.series[l.path] = l.labels
+	s.series[l.path] = struct{}{}
 	return l.labels
 }

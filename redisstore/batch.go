@@ -119,16 +119,12 @@ func (b *batcher) submit(ctx context.Context, r *request) (ran bool) {
 		b.exec(ctx, batch[:])
 		b.timer.finish(ctx)
 		b.mu.Lock()
-		next := b.takeLocked(nil, nil)
-		if len(next) == 0 {
+		if next := b.takeLocked(nil, nil); len(next) > 0 {
+			b.startLocked(next) // the slot this call held passes to next
+		} else {
 			b.inFlight--
 		}
 		b.mu.Unlock()
-		if len(next) > 0 {
-			b.mu.Lock()
-			b.startLocked(next)
-			b.mu.Unlock()
-		}
 		return true
 	}
 	batch := b.takeLocked(make([]*request, 0, min(b.maxBatch, 1+len(b.queue))), r)

@@ -91,8 +91,8 @@ local function unknown(code)
 end
 
 -- several decides request r of p policies, its keys following KEYS[k],
--- into out after out[o], all or nothing, and returns the new o, or nil and
--- an error reply.
+-- into out after out[o], all or nothing, and returns nil, or an error
+-- reply for an unknown algorithm.
 local function several(KEYS, k, r, now, out, o)
   local p = request(r, 9)
   -- A request charged nothing in every unit is a peek; otherwise a policy
@@ -110,7 +110,7 @@ local function several(KEYS, k, r, now, out, o)
   for i = 1, p do
     local code, cost = ALG[i], COST[i]
     local take = TAKE[code] or algorithm(code)
-    if not take then return nil, unknown(code) end
+    if not take then return unknown(code) end
     local allowed, rem, reset, retry, full
     allowed, rem, reset, retry, full, SA[i], SB[i], SC[i], EXP[i], KEEP[i] = take(KEYS[k + i], now, Q[i], CAP[i], W[i], cost)
     if cost == 0 and not peek then allowed, retry = 1, 0 end
@@ -130,7 +130,6 @@ local function several(KEYS, k, r, now, out, o)
       if out[j + 1] == 1 then out[j + 2] = out[j + 2] + COST[i] end
     end
   end
-  return o
 end
 
 -- settle1 applies one policy's post-charge (at < 0) or refund (of a cost
@@ -151,25 +150,24 @@ end
 
 -- settle applies request r of p policies, a post-charge or a refund (see
 -- the header), its keys following KEYS[k], writing into out after out[o]
--- each policy's standing after it, allowed, and returns the new o, or nil
--- and an error reply (before any write, for an unknown algorithm).
+-- each policy's standing after it, allowed, and returns nil, or an error
+-- reply (before any write) for an unknown algorithm.
 local function settle(KEYS, k, r, now, out, o)
   local at = unpack('>d', r, 9)
   local p = request(r, 17)
   for i = 1, p do
     local code = ALG[i]
-    if not (TAKE[code] or algorithm(code)) then return nil, unknown(code) end
+    if not (TAKE[code] or algorithm(code)) then return unknown(code) end
   end
   for i = 1, p do
     local rem, reset, full = settle1(KEYS[k + i], now, at, ALG[i], Q[i], CAP[i], W[i], COST[i])
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, full
     o = o + 5
   end
-  return o
 end
 
 -- slot decides a slot's request r for key at now into out after out[o],
--- and returns the new o, or nil and an error reply for an unknown code.
+-- and returns nil, or an error reply for an unknown code.
 local function slot(key, r, now, out, o)
   local code, allowed, free = byte(r, 9), 0, 0
   if code == ACQUIRE and #r == 37 then
@@ -177,10 +175,9 @@ local function slot(key, r, now, out, o)
   elseif code == RELEASE and #r == 21 then
     allowed = release(key, r)
   else
-    return nil, unknown(code)
+    return unknown(code)
   end
   out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, free, 0, 0, 0
-  return o + 5
 end
 
 -- REFUSED fills the reply fields of a request one of whose commands Redis
@@ -215,15 +212,12 @@ local function one(KEYS, k, r, now, out, o)
     local rem, reset, full = settle1(KEYS[k + 1], now, at, code, q, cap, w, cost)
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, full
   elseif (#r - 8) % 33 == 8 then
-    local _, err = settle(KEYS, k, r, now, out, o)
-    return err
+    return settle(KEYS, k, r, now, out, o)
   elseif (#r - 8) % 33 == 0 then
-    local _, err = several(KEYS, k, r, now, out, o)
-    return err
+    return several(KEYS, k, r, now, out, o)
   else
     -- Neither 8 nor 16 bytes and whole policies: a slot's request.
-    local _, err = slot(KEYS[k + 1], r, now, out, o)
-    return err
+    return slot(KEYS[k + 1], r, now, out, o)
   end
 end
 
@@ -232,6 +226,9 @@ end
 -- They live outside the protected call, so that the loop can go on after
 -- a refused request; NOW_S is the call's server time, once read.
 local A, O, K, NOW_S
+
+-- past moves A, O and K past request ARGV[A], of p keys.
+local function past(p) A, O, K = A + 1, O + 5 * p, K + p end
 
 -- loop decides the requests of ARGV from A on into out, advancing A, O
 -- and K past each, and returns nil, or an error reply for an unknown code.
@@ -245,8 +242,7 @@ local function loop(KEYS, ARGV, out)
     end
     local err = one(KEYS, K, r, now, out, O)
     if err then return err end
-    local p = keycount(r)
-    A, O, K = A + 1, O + 5 * p, K + p
+    past(keycount(r))
   end
 end
 
@@ -279,6 +275,6 @@ local function decide(KEYS, ARGV)
     end
     local p = keycount(ARGV[A])
     for j = O + 1, O + 5 * p do out[j] = REFUSED end
-    A, O, K = A + 1, O + 5 * p, K + p
+    past(p)
   end
 end

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate/floodgate/cmd/floodgate/internal/testkit"
 )
 
 const rlsConfig = `
@@ -134,7 +135,7 @@ func TestEnvoyRLSPostCharge(t *testing.T) {
 	if err := os.WriteFile(other, []byte(fmt.Sprintf(y, "web")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedLog
+	var logs testkit.Buffer
 	f := start(t, fmt.Sprintf("envoy_rls: {listen: \"127.0.0.1:0\", config: %q, post_charge: [ai, chat]}\nadmin: {listen: \"127.0.0.1:0\"}\nlog: {level: error}\n", filepath.Dir(limits)),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if l := logs.String(); strings.Count(l, "envoy_rls.post_charge names a domain") != 1 || !strings.Contains(l, "domain=chat") {
@@ -168,22 +169,4 @@ func TestEnvoyRLSPostCharge(t *testing.T) {
 			t.Errorf("%s, hits %d: %v, %d left; want %v, %d", c.domain, c.hits, code, left, c.code, c.left)
 		}
 	}
-}
-
-// lockedLog is a log destination safe to read while a server writes.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
