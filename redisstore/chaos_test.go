@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,8 +21,8 @@ import (
 	"github.com/floodgate/floodgate"
 )
 
-// Fault tests on private servers (ports 7520-7545, apart from the test
-// services'). With FLOODGATE_CHAOS=1 (scripts/chaos.sh) they run longer
+// Fault tests on private servers, on free ports apart from the test
+// services'. With FLOODGATE_CHAOS=1 (scripts/chaos.sh) they run longer
 // and report what docs/REDIS.md records, lines starting "chaos:".
 
 // chaos reports whether this is scripts/chaos.sh's longer run.
@@ -412,13 +413,16 @@ func TestSentinelFailoverDurability(t *testing.T) {
 }
 
 func failover(t *testing.T, durable, lagging bool) {
-	const base = "7520"
+	// On free ports: two runs on one machine never share the set.
+	port := freeRun(t, 3)
+	base := strconv.Itoa(port)
+	replicaAddr, sentinelAddr := fmt.Sprint("127.0.0.1:", port+1), fmt.Sprint("127.0.0.1:", port+2)
 	runScript(t, "sentinel-set.sh", "up", base)
 	t.Cleanup(func() { runScript(t, "sentinel-set.sh", "down", base) })
 	ctx := context.Background()
-	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "fgp", SentinelAddrs: []string{"127.0.0.1:7522"}})
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "fgp", SentinelAddrs: []string{sentinelAddr}})
 	t.Cleanup(func() { fc.Close() }) // after newTestStore's cleanup
-	sentinel := redis.NewSentinelClient(&redis.Options{Addr: "127.0.0.1:7522"})
+	sentinel := redis.NewSentinelClient(&redis.Options{Addr: sentinelAddr})
 	defer sentinel.Close()
 	var opts []Option
 	if durable {
@@ -443,7 +447,7 @@ func failover(t *testing.T, durable, lagging bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		replica := serverPID(t, "127.0.0.1:7521")
+		replica := serverPID(t, replicaAddr)
 		if err := syscall.Kill(replica, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
@@ -485,4 +489,30 @@ func failover(t *testing.T, durable, lagging bool) {
 	if durable && lost > 0 {
 		t.Errorf("with durability, %d admitted decisions lost (admitted %d, counted %d)", lost, admitted, got)
 	}
+}
+
+// freeRun returns the first of n consecutive loopback ports that are free
+// now, for a set of servers a script starts on consecutive ports.
+func freeRun(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		p := freePort(t)
+		if p+n > 65536 {
+			continue
+		}
+		free := true
+		for q := p + 1; q < p+n && free; q++ {
+			l, err := net.Listen("tcp", fmt.Sprint("127.0.0.1:", q))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return p
+		}
+	}
+	t.Fatalf("no %d consecutive free ports found", n)
+	return 0
 }

@@ -154,8 +154,8 @@ for keys in 1 1000; do
     <(awk -F'\t' -v t="$2" -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results") | awk '{print $1 / $2}' | median; }
   printf '%s keys\tmedian of round ratios: Floodgate/ratelimit on Redis %.2f×, Floodgate memory/gubernator %.2f×, rlsnop/gubernator %.2f×\n' \
     "$keys" "$(paired floodgate-redis ratelimit-redis)" "$(paired floodgate-memory gubernator)" "$(paired rlsnop gubernator)"
-  awk -v a="${cpu[floodgate-redis]}" -v c="${cpu[floodgate-memory]}" -v e="${cpu[rlsnop]}" -v k="$keys" \
-    'BEGIN {printf "%s keys\tserver CPU above rlsnop per decision: Floodgate memory %.1f µs, Floodgate Redis %.1f µs (redis-server included)\n", k, c-e, a-e}'
+  awk -v a="${cpu[floodgate-redis]}" -v c="${cpu[floodgate-memory]}" -v e="${cpu[rlsnop]}" -v r="${rcpu[floodgate-redis]}" -v k="$keys" \
+    'BEGIN {printf "%s keys\tserver CPU above rlsnop per decision: Floodgate memory %.1f µs, Floodgate Redis %.1f µs (redis-server included; the daemon alone %.1f µs)\n", k, c-e, a-e, a-r-e}'
   awk -F'\t' -v k="$keys keys" '$1=="floodgate-redis" && $2==k {split($3, d, " "); split($7, c, " "); if (c[1] > 0) print d[1] * '"${dur%s}"' / c[1]}' "$results" | median |
     awk -v k="$keys" '{printf "%s keys\tFloodgate on Redis: %.1f decisions per script call (median of rounds)\n", k, $1}'
 done

@@ -12,9 +12,9 @@
 #   loaded  wrk for LOADED_SECONDS (default 60) with one busy loop per core
 #           running and Redis healthy; prints the 503s (there must be none).
 #   redis   the Redis store's fault tests (redisstore/chaos_test.go) at
-#           length, on private servers (a standalone Redis, a Sentinel set
-#           on 7520-7522 by scripts/sentinel-set.sh, a three-master
-#           Cluster on free ports, started by the test): decisions counted
+#           length, on private servers on free ports, started by the
+#           tests (a standalone Redis, a Sentinel set by
+#           scripts/sentinel-set.sh, a three-master Cluster): decisions counted
 #           twice under 10 s of CLIENT KILL TYPE normal every 5 ms (must
 #           be 0); increments lost in a planned SENTINEL FAILOVER and in a
 #           master crash with its replica 3 s behind, with WithDurability
