@@ -4,8 +4,10 @@
 # on one private Redis, and against gubernator on the memory store, the
 # same gRPC load for each (64 concurrent calls, 1 key and 1,000 keys, a
 # quota never reached), rounds interleaved, beside bench/cmd/rlsnop (a
-# service answering OK without deciding: the floor of a gRPC call); the
-# script calls Redis ran per Floodgate decision (its batches); then every
+# service answering OK without deciding: the floor of a gRPC call) and
+# rlsnop -redis (the same after one PING per call, pipelined by rueidis:
+# the floor of a call that asks Redis once); the script calls Redis ran
+# per Floodgate decision (its batches); then every
 # contender at a fixed offered load (RATE calls/s, open loop) for latency
 # quantiles; and a differential run of one request sequence and one config
 # file against ratelimit and Floodgate.
@@ -13,7 +15,7 @@
 # The peers are Go modules installed with `go install` into a scratch
 # directory under /tmp, never into the repository: the first run needs
 # the Go module proxy, and redis-server on PATH. ROUNDS=5 DURATION=5s
-# takes about 9 minutes.
+# takes about 11 minutes.
 #
 # Environment: ROUNDS (5), DURATION (5s), RATE (5000; 0 skips the latency
 # runs), PEERS (the scratch directory, default /tmp/floodgate-rls-peers),
@@ -26,7 +28,7 @@ cd "$root"
 rounds=${ROUNDS:-5} dur=${DURATION:-5s} rate=${RATE:-5000}
 peers=${PEERS:-/tmp/floodgate-rls-peers}
 gub_version=${GUBERNATOR_VERSION:-v2.13.0}
-redis_port=7840 fg_mem=127.0.0.1:7810 fg_redis=127.0.0.1:7811 rl=127.0.0.1:7820 gub=127.0.0.1:7830 nop=127.0.0.1:7815
+redis_port=7840 fg_mem=127.0.0.1:7810 fg_redis=127.0.0.1:7811 rl=127.0.0.1:7820 gub=127.0.0.1:7830 nop=127.0.0.1:7815 nop_redis=127.0.0.1:7816
 
 install_ratelimit "$peers"
 if [[ ! -x $peers/bin/gubernator ]]; then
@@ -85,6 +87,9 @@ wait_port "$gub"
 "$work/rlsnop" -addr "$nop" 2>"$work/rlsnop.log" &
 nop_pid=$!; pids+=("$nop_pid")
 wait_port "$nop"
+"$work/rlsnop" -addr "$nop_redis" -redis "127.0.0.1:$redis_port" 2>"$work/rlsnop-redis.log" &
+nopr_pid=$!; pids+=("$nopr_pid")
+wait_port "$nop_redis"
 sleep 2 # ratelimit loads its files, gubernator's memberlist settles
 
 # script_calls: the Redis function and script calls since the last
@@ -110,6 +115,7 @@ for ((r = 1; r <= rounds; r++)); do
     "$work/rlsload" -label floodgate-memory -addr "$fg_mem" -keys $keys -duration "$dur" -pids "$fgmem_pid" | tee -a "$results"
     "$work/rlsload" -label gubernator -proto gubernator -addr "$gub" -keys $keys -duration "$dur" -pids "$gub_pid" | tee -a "$results"
     "$work/rlsload" -label rlsnop -addr "$nop" -keys $keys -duration "$dur" -pids "$nop_pid" | tee -a "$results"
+    "$work/rlsload" -label rlsnop-redis -addr "$nop_redis" -keys $keys -duration "$dur" -pids "$nopr_pid,$redis_pid" -redis-pid "$redis_pid" | tee -a "$results"
   done
 done
 
@@ -122,6 +128,7 @@ if (( rate > 0 )); then
     "$work/rlsload" -label floodgate-memory -addr "$fg_mem" -keys 1000 -rate "$rate" -duration "$dur" -pids "$fgmem_pid" | tee -a "$latency"
     "$work/rlsload" -label gubernator -proto gubernator -addr "$gub" -keys 1000 -rate "$rate" -duration "$dur" -pids "$gub_pid" | tee -a "$latency"
     "$work/rlsload" -label rlsnop -addr "$nop" -keys 1000 -rate "$rate" -duration "$dur" -pids "$nop_pid" | tee -a "$latency"
+    "$work/rlsload" -label rlsnop-redis -addr "$nop_redis" -keys 1000 -rate "$rate" -duration "$dur" -pids "$nopr_pid" | tee -a "$latency"
   done
 fi
 
@@ -129,12 +136,12 @@ echo "== medians of $rounds rounds (server CPU: Redis' included for the Redis ru
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for keys in 1 1000; do
   declare -A rate cpu rcpu
-  for t in floodgate-redis ratelimit-redis floodgate-memory gubernator rlsnop; do
+  for t in floodgate-redis ratelimit-redis floodgate-memory gubernator rlsnop rlsnop-redis; do
     rate[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results" | median)
     cpu[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $4+0}' "$results" | median)
     printf '%s keys\t%-17s %8.0f decisions/s\t%6.1f µs CPU/decision\n' "$keys" "$t" "${rate[$t]}" "${cpu[$t]}"
   done
-  for t in floodgate-redis ratelimit-redis; do
+  for t in floodgate-redis ratelimit-redis rlsnop-redis; do
     rcpu[$t]=$(awk -F'\t' -v t=$t -v k="$keys keys" '$1==t && $2==k {print $6+0}' "$results" | median)
   done
   awk -v a="${rcpu[floodgate-redis]}" -v b="${rcpu[ratelimit-redis]}" -v k="$keys" \
@@ -147,13 +154,18 @@ for keys in 1 1000; do
   # as if the daemon's Redis client cost nothing.
   awk -v m="${rate[floodgate-memory]}" -v r="${rcpu[floodgate-redis]}" -v n="$(nproc)" -v a="${rate[floodgate-redis]}" -v b="${rate[ratelimit-redis]}" -v k="$keys" \
     'BEGIN {c = 1 / (1 / m + r / (n * 1e6)); printf "%s keys\tthe ceiling on Redis (memory + redis-server CPU, %d cores): %.0f decisions/s, %.2f× ratelimit; Floodgate on Redis reaches %.0f %% of it\n", k, n, c, c / b, 100 * a / c}'
+  # The floor of a service that asks Redis once per call: rlsnop -redis,
+  # and the same with redis-server spending Floodgate's CPU per decision
+  # instead of a PING's (the decisions' own work in Redis).
+  awk -v p="${rate[rlsnop-redis]}" -v pr="${rcpu[rlsnop-redis]}" -v r="${rcpu[floodgate-redis]}" -v n="$(nproc)" -v a="${rate[floodgate-redis]}" -v b="${rate[ratelimit-redis]}" -v k="$keys" \
+    'BEGIN {f = 1 / (1 / p + (r - pr) / (n * 1e6)); printf "%s keys\tthe floor on Redis: rlsnop -redis %.0f decisions/s, %.2f× ratelimit; with Floodgate'"'"'s redis-server CPU: %.0f decisions/s, %.2f× ratelimit; Floodgate on Redis reaches %.0f %% of it\n", k, p, p / b, f, f / b, 100 * a / f}'
   # Rounds are interleaved, so each round's ratio compares contenders
   # under the same load from elsewhere; its median is steadier than the
   # ratio of medians when that load drifts.
   paired() { paste <(awk -F'\t' -v t="$1" -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results") \
     <(awk -F'\t' -v t="$2" -v k="$keys keys" '$1==t && $2==k {print $3+0}' "$results") | awk '{print $1 / $2}' | median; }
-  printf '%s keys\tmedian of round ratios: Floodgate/ratelimit on Redis %.2f×, Floodgate memory/gubernator %.2f×, rlsnop/gubernator %.2f×\n' \
-    "$keys" "$(paired floodgate-redis ratelimit-redis)" "$(paired floodgate-memory gubernator)" "$(paired rlsnop gubernator)"
+  printf '%s keys\tmedian of round ratios: Floodgate/ratelimit on Redis %.2f×, rlsnop -redis/ratelimit %.2f×, Floodgate memory/gubernator %.2f×, rlsnop/gubernator %.2f×\n' \
+    "$keys" "$(paired floodgate-redis ratelimit-redis)" "$(paired rlsnop-redis ratelimit-redis)" "$(paired floodgate-memory gubernator)" "$(paired rlsnop gubernator)"
   awk -v a="${cpu[floodgate-redis]}" -v c="${cpu[floodgate-memory]}" -v e="${cpu[rlsnop]}" -v r="${rcpu[floodgate-redis]}" -v k="$keys" \
     'BEGIN {printf "%s keys\tserver CPU above rlsnop per decision: Floodgate memory %.1f µs, Floodgate Redis %.1f µs (redis-server included; the daemon alone %.1f µs)\n", k, c-e, a-e, a-r-e}'
   awk -F'\t' -v k="$keys keys" '$1=="floodgate-redis" && $2==k {split($3, d, " "); split($7, c, " "); if (c[1] > 0) print d[1] * '"${dur%s}"' / c[1]}' "$results" | median |
@@ -161,7 +173,7 @@ for keys in 1 1000; do
 done
 if (( rate > 0 )); then
   echo "== latency medians of $rounds rounds at $rate calls/s offered, 1,000 keys (µs)"
-  for t in floodgate-redis ratelimit-redis floodgate-memory gubernator rlsnop; do
+  for t in floodgate-redis ratelimit-redis floodgate-memory gubernator rlsnop rlsnop-redis; do
     q() { awk -F'\t' -v t=$t -v f="$1" '$1==t {print $f+0}' "$latency" | median; }
     printf '%-17s p50 %6.0f\tp99 %6.0f\tp99.9 %6.0f\tanswered/s %6.0f\tserver CPU/decision %5.1f\n' "$t" "$(q 5)" "$(q 6)" "$(q 7)" "$(q 4)" "$(q 10)"
     eval "p99_${t//-/_}=$(q 6)"
@@ -172,6 +184,6 @@ if (( rate > 0 )); then
   # rlsnop, which decides nothing, against ratelimit's.
   p99s() { awk -F'\t' -v t="$1" '$1==t {print $6+0}' "$latency"; }
   ratio() { paste <(p99s "$1") <(p99s "$2") | awk '{print $1 / $2}' | median; }
-  printf 'p99, median of round ratios: Floodgate Redis/ratelimit %.2f×, Floodgate memory/gubernator %.2f×; the floor: rlsnop/ratelimit %.2f×\n' \
-    "$(ratio floodgate-redis ratelimit-redis)" "$(ratio floodgate-memory gubernator)" "$(ratio rlsnop ratelimit-redis)"
+  printf 'p99, median of round ratios: Floodgate Redis/ratelimit %.2f×, Floodgate memory/gubernator %.2f×; the floor: rlsnop/ratelimit %.2f×, rlsnop -redis/ratelimit %.2f×\n' \
+    "$(ratio floodgate-redis ratelimit-redis)" "$(ratio floodgate-memory gubernator)" "$(ratio rlsnop ratelimit-redis)" "$(ratio rlsnop-redis ratelimit-redis)"
 fi
