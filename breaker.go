@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/ctxend"
 )
 
 // BreakerState is the state of a Breaker.
@@ -145,11 +147,12 @@ func (b *Breaker) counts(err error) bool {
 // done records a call's end: err is the store's answer, ctx the caller's.
 func (b *Breaker) done(ctx context.Context, probe bool, err error) {
 	failed := err != nil && !errors.Is(err, ErrInvalidCost) && !errors.Is(err, ErrCostExceedsQuota)
-	if failed && !probe && ctx.Err() == nil && !b.counts(err) {
+	left := failed && ctxend.Err(ctx) != nil
+	if failed && !probe && !left && !b.counts(err) {
 		return // counted with its call already, or isolated
 	}
 	switch {
-	case failed && ctx.Err() != nil:
+	case left:
 		// The caller left or ran out of time: that says nothing of the
 		// store. A probe hands its turn to the next call.
 		if probe {

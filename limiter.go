@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/ctxend"
 	"github.com/floodgate/floodgate/internal/nilcheck"
 )
 
@@ -299,8 +300,8 @@ func (l *Limiter) TakeCost(ctx context.Context, key string, cost Cost) (Decision
 		l.breaker.done(ctx, probe, err)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return d, ctx.Err()
+		if err := ctxend.Err(ctx); err != nil {
+			return d, err
 		}
 		return l.fail(ctx, key, cost, d, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/ctxend"
 )
 
 // DefaultSettleWithin is how long a Reservation may be settled by
@@ -116,7 +118,7 @@ func (c Cost) isZero() bool { return c.Requests == 0 && c.ContentBytes == 0 }
 func (l *Limiter) settle(ctx context.Context, key string, cost Cost) (Decision, error) {
 	d := Decision{Results: make([]Result, len(l.policies))}
 	if err := l.store.Take(ctx, key, cost, l.policies, d.Results); err != nil {
-		if ctx.Err() == nil && !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrInvalidCost) && !errors.Is(err, ErrCostExceedsQuota) {
+		if ctxend.Err(ctx) == nil && !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrInvalidCost) && !errors.Is(err, ErrCostExceedsQuota) {
 			err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 		}
 		return d, err

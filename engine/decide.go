@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/header"
+	"github.com/floodgate/floodgate/internal/ctxend"
 )
 
 // Request is what a door asks about one request.
@@ -247,8 +248,8 @@ func (c *Compiled) plan(ctx context.Context, out *Outcome, req Request) timing {
 	case err != nil && errors.Is(err, ErrRejected):
 		out.Verdict, out.Err = Rejected, err
 		return timing{}
-	case err != nil && ctx.Err() != nil:
-		out.Verdict, out.Err = Unavailable, ctx.Err() // not the source's failure
+	case err != nil && ctxend.Err(ctx) != nil:
+		out.Verdict, out.Err = Unavailable, ctxend.Err(ctx) // not the source's failure
 		return timing{}
 	case err != nil && c.failure != floodgate.FailClosed:
 		out.Degraded = true // the source failed; the failure mode lets it through
@@ -361,7 +362,7 @@ const slotRetry = time.Second
 func (c *Compiled) acquire(ctx context.Context, out *Outcome, s *set, key string) bool {
 	for i, k := range s.caps {
 		rel, free, ok, err := s.slots.Acquire(ctx, key, k, c.lease)
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctxend.Err(ctx) == nil {
 			out.Degraded = true
 			switch {
 			case s.local != nil:

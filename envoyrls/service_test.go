@@ -39,6 +39,7 @@ const (
 var start = time.Date(2031, 3, 4, 5, 10, 0, 0, time.UTC)
 
 type fixture struct {
+	svc    *Service
 	client rlsv3.RateLimitServiceClient
 	rules  atomic.Pointer[Rules]
 	eng    *engine.Engine
@@ -91,6 +92,7 @@ func (f *fixture) serve(t *testing.T, store floodgate.Store, opt Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.svc = svc
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -414,4 +416,31 @@ func TestReload(t *testing.T) {
 		expect(t, f.ask(t, 0, desc("client=gil")), ok, ok, 8)  // the same counter, the new quota
 		expect(t, f.ask(t, 0, desc("path=/api/a")), ok, ok, 0) // gone with the old file
 	})
+}
+
+// TestCallerDeadlineAnswersDeadlineExceeded (REQUIREMENTS S3): when the
+// caller's deadline ends a Redis call (a lone call runs inline with that
+// deadline on its socket, and fails a moment before the context's timer
+// fires), the service answers DEADLINE_EXCEEDED, as a service that did not
+// answer in time, so that Envoy's failure mode decides; not OVER_LIMIT,
+// which would refuse the request in its place (the limit is fail-closed).
+// The next call is decided.
+func TestCallerDeadlineAnswersDeadlineExceeded(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS"), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.New(c, redisstore.WithPrefix(fmt.Sprintf("fgrls:%d:", time.Now().UnixNano())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{}
+	f.now.Store(time.Now().UnixNano())
+	f.serve(t, s, Options{})
+	req := &rlsv3.RateLimitRequest{Domain: "shop", HitsAddend: 1, Descriptors: []*commonv3.RateLimitDescriptor{desc("client=alice")}}
+	resp, err := f.svc.ShouldRateLimit(testkit.Late{Context: context.Background()}, req)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("past the caller's deadline: %v, %v; want DEADLINE_EXCEEDED", resp, err)
+	}
+	if resp := f.ask(t, 1, desc("client=alice")); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("the next call: %v", resp)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/ctxend"
 	"github.com/floodgate/floodgate/internal/nilcheck"
 )
 
@@ -374,14 +375,16 @@ func (s *Store) timedOut() error {
 }
 
 // unavailable is the error of a call that failed with err: ctx's error if
-// the caller's ctx has ended, else ErrStoreUnavailable wrapping err. A
+// the caller's ctx has ended or its deadline has passed (a socket deadline
+// taken from ctx fails the call a moment before ctx's timer fires; see
+// ctxend), else ErrStoreUnavailable wrapping err. A
 // timeout, however go-redis reports it (os.ErrDeadlineExceeded from a
 // socket deadline set by ContextTimeoutEnabled or ReadTimeout, a pool
 // timeout, or the context's own), also wraps context.DeadlineExceeded, as
 // WithTimeout promises.
 func (s *Store) unavailable(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if err := ctxend.Err(ctx); err != nil {
+		return err
 	}
 	if isTimeout(err) && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w: %w: %w", floodgate.ErrStoreUnavailable, context.DeadlineExceeded, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/ctxend"
 )
 
 // scriptCmd is one call of the decision code. go-redis resends a command
@@ -236,8 +237,8 @@ func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
 		}
 		return nil
 	case <-cctx.Done():
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := ctxend.Err(ctx); err != nil {
+			return err
 		}
 		return s.timedOut()
 	}

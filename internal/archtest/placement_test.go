@@ -18,14 +18,14 @@ var layers = []struct {
 	pkgs []string
 	may  []string
 }{
-	{"the core: policies, results, the Store interfaces", []string{""}, []string{"internal/nilcheck"}},
+	{"the core: policies, results, the Store interfaces", []string{""}, []string{"internal/nilcheck", "internal/ctxend"}},
 	{"the algorithms' arithmetic", []string{"algorithm"}, nil},
-	{"the stores", []string{"memorystore", "redisstore"}, []string{"", "algorithm", "internal/nilcheck", "internal/algset"}},
+	{"the stores", []string{"memorystore", "redisstore"}, []string{"", "algorithm", "internal/nilcheck", "internal/algset", "internal/ctxend"}},
 	{"a Store over a Store: local leases of hot keys", []string{"lease"}, []string{"", "internal/nilcheck"}},
 	{"the stores' conformance suites", []string{"storetest"}, []string{"", "algorithm"}},
 	{"formats and matching without a door", []string{"header", "pattern", "clientip"}, []string{""}},
 	{"what every door shares: a secret's ID and comparison, bounded refusal records", []string{"secret", "refusallog"}, nil},
-	{"the engine", []string{"engine"}, []string{"", "header", "internal/nilcheck"}},
+	{"the engine", []string{"engine"}, []string{"", "header", "internal/nilcheck", "internal/ctxend"}},
 	{"the doors", []string{"httplimit", "grpclimit", "envoyrls", "tierhttp"},
 		[]string{"", "engine", "header", "pattern", "clientip", "tier", "httplimit",
 			"internal/nilcheck", "envoyrls/internal/readhead", "refusallog", "secret"}},
@@ -33,7 +33,7 @@ var layers = []struct {
 	{"the engine's observers and capacity", []string{"metrics", "ops/"}, []string{"", "engine", "header", "httplimit", "ops/", "secret"}},
 	{"API-key tiers as data", []string{"tier"}, []string{"", "header"}},
 	{"the client of rate-limited APIs", []string{"client"}, []string{"", "header"}},
-	{"the modules' internal helpers", []string{"internal/nilcheck", "internal/archtest", "envoyrls/internal/readhead", "rlqs/internal/nilcheck", daemon + "/internal/readhead"}, nil},
+	{"the modules' internal helpers", []string{"internal/nilcheck", "internal/ctxend", "internal/archtest", "envoyrls/internal/readhead", "rlqs/internal/nilcheck", daemon + "/internal/readhead"}, nil},
 	{"what every store checks of the algorithms", []string{"internal/algset"}, []string{""}},
 	{"what tests share", testSupport,
 		[]string{"", "memorystore", "engine", "header", "clientip", "httplimit", "internal/testkit", daemon + "/internal/testkit"}},

@@ -1,16 +1,19 @@
 // Package testkit holds what Floodgate's tests share across packages: the
 // addresses of the test services, an HTTP request with its answer read,
-// a memory store, and a buffer several goroutines may write to.
+// a memory store, a buffer several goroutines may write to, and a context
+// caught between its deadline and its timer.
 package testkit
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/memorystore"
 )
@@ -88,3 +91,10 @@ func Memory(t testing.TB, opts ...memorystore.Option) *memorystore.Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// Late is a context at the moment its deadline has passed and its timer
+// has not yet fired: Deadline is a millisecond ago, Err still nil.
+type Late struct{ context.Context }
+
+// Deadline implements context.Context.
+func (Late) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
