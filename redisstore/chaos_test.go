@@ -417,8 +417,9 @@ func failover(t *testing.T, durable, lagging bool) {
 	port := freeRun(t, 3)
 	base := strconv.Itoa(port)
 	replicaAddr, sentinelAddr := fmt.Sprint("127.0.0.1:", port+1), fmt.Sprint("127.0.0.1:", port+2)
-	runScript(t, "sentinel-set.sh", "up", base)
+	// Registered first: an up that fails halfway still leaves servers.
 	t.Cleanup(func() { runScript(t, "sentinel-set.sh", "down", base) })
+	runScript(t, "sentinel-set.sh", "up", base)
 	ctx := context.Background()
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "fgp", SentinelAddrs: []string{sentinelAddr}})
 	t.Cleanup(func() { fc.Close() }) // after newTestStore's cleanup

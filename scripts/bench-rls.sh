@@ -15,7 +15,7 @@
 # The peers are Go modules installed with `go install` into a scratch
 # directory under /tmp, never into the repository: the first run needs
 # the Go module proxy, and redis-server on PATH. ROUNDS=5 DURATION=5s
-# takes about 11 minutes.
+# takes about 8 minutes.
 #
 # Environment: ROUNDS (5), DURATION (5s), RATE (5000; 0 skips the latency
 # runs), PEERS (the scratch directory, default /tmp/floodgate-rls-peers),
@@ -25,7 +25,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 . scripts/lib.sh
-rounds=${ROUNDS:-5} dur=${DURATION:-5s} rate=${RATE:-5000}
+rounds=${ROUNDS:-5} dur=${DURATION:-5s} offered=${RATE:-5000}
 peers=${PEERS:-/tmp/floodgate-rls-peers}
 gub_version=${GUBERNATOR_VERSION:-v2.13.0}
 redis_port=7840 fg_mem=127.0.0.1:7810 fg_redis=127.0.0.1:7811 rl=127.0.0.1:7820 gub=127.0.0.1:7830 nop=127.0.0.1:7815 nop_redis=127.0.0.1:7816
@@ -119,16 +119,16 @@ for ((r = 1; r <= rounds; r++)); do
   done
 done
 
-if (( rate > 0 )); then
-  echo "== latency: $rounds rounds of $dur at $rate calls/s offered (open loop), 1,000 keys, interleaved"
+if (( offered > 0 )); then
+  echo "== latency: $rounds rounds of $dur at $offered calls/s offered (open loop), 1,000 keys, interleaved"
   latency=$work/latency
   for ((r = 1; r <= rounds; r++)); do
-    "$work/rlsload" -label floodgate-redis -addr "$fg_redis" -keys 1000 -rate "$rate" -duration "$dur" -pids "$fgredis_pid" | tee -a "$latency"
-    "$work/rlsload" -label ratelimit-redis -addr "$rl" -keys 1000 -rate "$rate" -duration "$dur" -pids "$rl_pid" | tee -a "$latency"
-    "$work/rlsload" -label floodgate-memory -addr "$fg_mem" -keys 1000 -rate "$rate" -duration "$dur" -pids "$fgmem_pid" | tee -a "$latency"
-    "$work/rlsload" -label gubernator -proto gubernator -addr "$gub" -keys 1000 -rate "$rate" -duration "$dur" -pids "$gub_pid" | tee -a "$latency"
-    "$work/rlsload" -label rlsnop -addr "$nop" -keys 1000 -rate "$rate" -duration "$dur" -pids "$nop_pid" | tee -a "$latency"
-    "$work/rlsload" -label rlsnop-redis -addr "$nop_redis" -keys 1000 -rate "$rate" -duration "$dur" -pids "$nopr_pid" | tee -a "$latency"
+    "$work/rlsload" -label floodgate-redis -addr "$fg_redis" -keys 1000 -rate "$offered" -duration "$dur" -pids "$fgredis_pid" | tee -a "$latency"
+    "$work/rlsload" -label ratelimit-redis -addr "$rl" -keys 1000 -rate "$offered" -duration "$dur" -pids "$rl_pid" | tee -a "$latency"
+    "$work/rlsload" -label floodgate-memory -addr "$fg_mem" -keys 1000 -rate "$offered" -duration "$dur" -pids "$fgmem_pid" | tee -a "$latency"
+    "$work/rlsload" -label gubernator -proto gubernator -addr "$gub" -keys 1000 -rate "$offered" -duration "$dur" -pids "$gub_pid" | tee -a "$latency"
+    "$work/rlsload" -label rlsnop -addr "$nop" -keys 1000 -rate "$offered" -duration "$dur" -pids "$nop_pid" | tee -a "$latency"
+    "$work/rlsload" -label rlsnop-redis -addr "$nop_redis" -keys 1000 -rate "$offered" -duration "$dur" -pids "$nopr_pid" | tee -a "$latency"
   done
 fi
 
@@ -171,8 +171,8 @@ for keys in 1 1000; do
   awk -F'\t' -v k="$keys keys" '$1=="floodgate-redis" && $2==k {split($3, d, " "); split($7, c, " "); if (c[1] > 0) print d[1] * '"${dur%s}"' / c[1]}' "$results" | median |
     awk -v k="$keys" '{printf "%s keys\tFloodgate on Redis: %.1f decisions per script call (median of rounds)\n", k, $1}'
 done
-if (( rate > 0 )); then
-  echo "== latency medians of $rounds rounds at $rate calls/s offered, 1,000 keys (µs)"
+if (( offered > 0 )); then
+  echo "== latency medians of $rounds rounds at $offered calls/s offered, 1,000 keys (µs)"
   for t in floodgate-redis ratelimit-redis floodgate-memory gubernator rlsnop rlsnop-redis; do
     q() { awk -F'\t' -v t=$t -v f="$1" '$1==t {print $f+0}' "$latency" | median; }
     printf '%-17s p50 %6.0f\tp99 %6.0f\tp99.9 %6.0f\tanswered/s %6.0f\tserver CPU/decision %5.1f\n' "$t" "$(q 5)" "$(q 6)" "$(q 7)" "$(q 4)" "$(q 10)"

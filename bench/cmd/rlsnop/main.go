@@ -4,9 +4,9 @@
 // connection), against which scripts/bench-rls.sh's figures are read.
 //
 // With -redis, each call first waits for one Redis round trip (PING)
-// through rueidis, which pipelines the commands of concurrent calls on one
-// connection: the floor of a service that asks Redis once per call, with
-// nothing for Redis to decide.
+// through rueidis, which pipelines the commands of concurrent calls over
+// its few connections: the floor of a service that sends Redis one command
+// per call, with nothing for Redis to decide.
 //
 //	rlsnop -addr 127.0.0.1:18070 [-redis 127.0.0.1:6379]
 package main
