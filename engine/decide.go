@@ -139,6 +139,16 @@ type Outcome struct {
 	spent   [2]spent // the sets decided (the rule's, a plan's), for Charge
 }
 
+// CallerEnded reports whether o went undecided (Unavailable) because the
+// caller's context ended, its deadline passed or it was cancelled, not
+// because the store failed: the store's own failures and timeouts wrap
+// floodgate.ErrStoreUnavailable. A door answers it with the context's
+// error, never with a failure mode, and it is no store error.
+func (o *Outcome) CallerEnded() bool {
+	return o.Verdict == Unavailable && !errors.Is(o.Err, floodgate.ErrStoreUnavailable) &&
+		(errors.Is(o.Err, context.DeadlineExceeded) || errors.Is(o.Err, context.Canceled))
+}
+
 // Len is the number of limits the request met: every cap, then every
 // rate policy, the rule's before the plan's; a limit not reached (after a
 // refusal) is left out.
@@ -277,7 +287,7 @@ func (c *Compiled) report(out *Outcome, key string, took timing, shadowDenied bo
 		return
 	}
 	ev := Event{Rule: c.name, Key: key, Verdict: out.Verdict, Shadow: shadowDenied, Degraded: out.Degraded,
-		Waits: out.Waits, Latency: took.store, CachedLatency: took.cached}
+		CallerEnded: out.CallerEnded(), Waits: out.Waits, Latency: took.store, CachedLatency: took.cached}
 	if out.Verdict != Allowed || shadowDenied {
 		ev.RetryAfter = out.RetryAfter
 		if out.Summary >= 0 {

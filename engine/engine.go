@@ -79,6 +79,9 @@ type Event struct {
 	Shadow bool
 	// Degraded: the store failed and the rule's failure mode answered.
 	Degraded bool
+	// CallerEnded: Unavailable because the caller's context ended, not the
+	// store (Outcome.CallerEnded).
+	CallerEnded bool
 	// Waits is how many times a throttle rule held the request.
 	Waits      int
 	RetryAfter time.Duration // when refused

@@ -3,7 +3,6 @@ package envoyrls
 import (
 	"cmp"
 	"context"
-	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -98,7 +97,7 @@ func (s *Service) status(st *step, outs []engine.Outcome) (descStatus, error) {
 	var reset time.Duration
 	if l.rule != nil {
 		o := &outs[st.out]
-		if callerEnded(o) {
+		if o.CallerEnded() {
 			// Envoy gave up on this call, or is about to: an answer now
 			// would refuse in place of Envoy's own failure mode.
 			return ds, grpcstatus.FromContextError(o.Err).Err()
@@ -148,14 +147,6 @@ func (st *step) standing(o *engine.Outcome) (remaining int64, reset time.Duratio
 		over = true
 	}
 	return remaining, reset, over
-}
-
-// callerEnded reports whether o went undecided because the call's own
-// context ended (its deadline, or the caller left), not because the store
-// failed: the store's own timeouts wrap floodgate.ErrStoreUnavailable.
-func callerEnded(o *engine.Outcome) bool {
-	return o.Verdict == engine.Unavailable && !errors.Is(o.Err, floodgate.ErrStoreUnavailable) &&
-		(errors.Is(o.Err, context.DeadlineExceeded) || errors.Is(o.Err, context.Canceled))
 }
 
 // dynamicMetadata is envoyproxy/ratelimit's response dynamic metadata for

@@ -346,6 +346,9 @@ var refusalMessages = map[engine.Verdict]string{engine.Denied: "rate limit excee
 func refusal(out *engine.Outcome) error {
 	switch out.Verdict {
 	case engine.Unavailable:
+		if out.CallerEnded() {
+			return status.FromContextError(out.Err).Err()
+		}
 		return status.Error(codes.Unavailable, "rate limit store unavailable")
 	case engine.Reduced:
 		return withRetry(status.New(codes.Unavailable, "capacity temporarily reduced"), out)

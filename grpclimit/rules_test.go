@@ -250,3 +250,32 @@ func TestRefusalLog(t *testing.T) {
 		t.Fatalf("after the interval: %q, want a second record counting 3 held back", got)
 	}
 }
+
+// TestCallerDeadlineOnRedis (REQUIREMENTS S3): a call whose context's
+// deadline ends its Redis call (a lone call runs inline with that deadline
+// on its socket, and fails a moment before the context's timer fires) is
+// answered DEADLINE_EXCEEDED, as a call that ran out of time, not
+// UNAVAILABLE as if the store failed; the next call is decided.
+func TestCallerDeadlineOnRedis(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS"), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	store, err := redisstore.New(rdb, redisstore.WithTimeout(5*time.Second),
+		redisstore.WithPrefix("grpclimit-test:"+t.Name()+":"+time.Now().Format("150405.000000")+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := grpclimit.New(grpclimit.Config{Store: store, Key: grpclimit.ByMetadata("x-api-key"),
+		Rules: []grpclimit.Rule{{Method: "/", Rule: hourly("calls", 100)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "dave"))
+	info := &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"}
+	ok := func(context.Context, any) (any, error) { return "ok", nil }
+	if _, err := l.Unary()(testkit.Late{Context: in}, nil, info, ok); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("past the call's deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if resp, err := l.Unary()(in, nil, info, ok); err != nil || resp != "ok" {
+		t.Fatalf("the next call: %v, %v", resp, err)
+	}
+}

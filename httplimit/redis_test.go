@@ -1,8 +1,11 @@
 package httplimit_test
 
 import (
+	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,5 +131,38 @@ func TestDeadRedis(t *testing.T) {
 		if resp.StatusCode != 503 || resp.Header.Get("Content-Type") != "application/problem+json" {
 			t.Fatalf("fail-closed: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
+	}
+}
+
+// TestCallerDeadlineOnRedis (REQUIREMENTS S3): a request whose context's
+// deadline ends its Redis call (a lone call runs inline with that deadline
+// on its socket, and fails a moment before the context's timer fires) is
+// answered as a request whose context ended, not as a failing store: no
+// Floodgate-Degraded: store-unavailable, which marks the store's own
+// failures.
+func TestCallerDeadlineOnRedis(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS"), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	st, err := redisstore.New(rdb, redisstore.WithTimeout(5*time.Second),
+		redisstore.WithPrefix("httplimit-test:"+t.Name()+":"+time.Now().Format("150405.000000")+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Store: st, Logger: quiet, Rules: []httplimit.Rule{{Pattern: "/",
+		Rule: engine.Rule{Policies: []floodgate.Policy{policy("api", floodgate.FixedWindow, 100, time.Minute)}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequestWithContext(testkit.Late{Context: context.Background()}, "GET", "/", nil))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get(engine.FieldDegraded) != "" ||
+		!strings.Contains(w.Body.String(), "context ended") {
+		t.Fatalf("past the request's deadline: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("the next request: %d %s", w.Code, w.Body)
 	}
 }

@@ -36,8 +36,12 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, ru *rule, ke
 		m.fields.Set(w.Header(), o) // the rule's own limits, which the request met
 		m.rejected(w, r, ru, o.Err)
 	default: // Unavailable
-		if ctx := r.Context(); ctx.Err() != nil {
-			contextEnded(w, ctx)
+		if o.CallerEnded() {
+			contextEnded(w, o.Err)
+			return
+		}
+		if err := r.Context().Err(); err != nil {
+			contextEnded(w, err)
 			return
 		}
 		m.fields.Set(w.Header(), o)
@@ -127,8 +131,8 @@ func (m *Middleware) reducedCapacity(w http.ResponseWriter, r *http.Request, ru 
 // contextEnded answers a request whose context ended before its limits
 // were decided: either its client left and nobody reads this, or a
 // deadline of the server's own passed, and the client is owed an answer.
-func contextEnded(w http.ResponseWriter, ctx context.Context) {
-	serviceUnavailable(w, "the request's context ended before its rate limit was decided: "+ctx.Err().Error())
+func contextEnded(w http.ResponseWriter, err error) {
+	serviceUnavailable(w, "the request's context ended before its rate limit was decided: "+err.Error())
 }
 
 // serviceUnavailable is a 503 that nothing the client did caused: worth

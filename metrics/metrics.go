@@ -39,7 +39,8 @@ type Metrics struct {
 // floodgate_store_duration_seconds{rule} (store round trips only),
 // floodgate_near_cache_duration_seconds{rule} (denials the store answered
 // from its near cache, without a round trip), floodgate_store_errors_total{rule}
-// (decisions a failure mode answered), floodgate_bypasses_total{rule,reason},
+// (decisions a failure mode answered or the store's failure refused; not those
+// whose caller's context ended), floodgate_bypasses_total{rule,reason},
 // floodgate_retry_after_seconds{rule} (on refusals) and
 // floodgate_throttle_waits_total{rule}.
 func New(reg prometheus.Registerer) (*Metrics, error) {
@@ -98,7 +99,7 @@ func (m *Metrics) Observe(e engine.Event) {
 	if e.CachedLatency > 0 {
 		m.cached.WithLabelValues(e.Rule).Observe(e.CachedLatency.Seconds())
 	}
-	if e.Degraded || e.Verdict == engine.Unavailable {
+	if e.Degraded || e.Verdict == engine.Unavailable && !e.CallerEnded {
 		m.storeErrors.WithLabelValues(e.Rule).Inc()
 	}
 	if e.Verdict == engine.Denied || e.Verdict == engine.Blocked || e.Verdict == engine.Reduced {

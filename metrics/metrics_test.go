@@ -55,3 +55,27 @@ floodgate_throttle_waits_total{rule="api"} 2
 		t.Errorf("retry-after series: %d, want 1", n)
 	}
 }
+
+// TestCallerEndedIsNoStoreError (REQUIREMENTS S3): a decision its caller's
+// context ended (Event.CallerEnded) is counted as a decision, never in
+// floodgate_store_errors_total, which alerts on a failing store; a store
+// failure is.
+func TestCallerEndedIsNoStoreError(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		m.Observe(engine.Event{Rule: "api", Verdict: engine.Unavailable, CallerEnded: true})
+	}
+	m.Observe(engine.Event{Rule: "api", Verdict: engine.Unavailable})
+	want := `
+# HELP floodgate_store_errors_total Decisions made while the store failed.
+# TYPE floodgate_store_errors_total counter
+floodgate_store_errors_total{rule="api"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "floodgate_store_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+}

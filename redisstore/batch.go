@@ -85,8 +85,10 @@ type batcher struct {
 	maxInFlight int
 	inline      bool
 	timeout     time.Duration
-	exec        func(ctx context.Context, batch []*request)
-	timer       inlineTimer // bounds the inline call
+	// exec runs a batch under ctx; caller is the context of the caller
+	// running it inline, nil for an executor's batch.
+	exec  func(ctx context.Context, batch []*request, caller context.Context)
+	timer inlineTimer // bounds the inline call
 
 	mu       sync.Mutex
 	queue    []*request
@@ -114,10 +116,10 @@ func (b *batcher) submit(ctx context.Context, r *request) (ran bool) {
 	if b.inline && b.inFlight == 1 {
 		r.state.Store(taken)
 		b.mu.Unlock()
-		ctx = b.timer.start(ctx, b.timeout)
+		callCtx := b.timer.start(ctx, b.timeout)
 		batch := [1]*request{r}
-		b.exec(ctx, batch[:])
-		b.timer.finish(ctx)
+		b.exec(callCtx, batch[:], ctx)
+		b.timer.finish(callCtx)
 		b.mu.Lock()
 		if next := b.takeLocked(nil, nil); len(next) > 0 {
 			b.startLocked(next) // the slot this call held passes to next
@@ -172,7 +174,7 @@ func (b *batcher) run(batch []*request) {
 	defer idle.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		b.exec(ctx, batch)
+		b.exec(ctx, batch, nil)
 		cancel()
 		for i, r := range batch {
 			r.done <- struct{}{} // buffered: never blocks, even if the caller left

@@ -29,7 +29,7 @@ func TestExecutorsParkAndExit(t *testing.T) {
 	ran := map[int]int{} // executor goroutine → requests it ran
 	gate := make(chan struct{})
 	b := &batcher{maxBatch: 4, maxInFlight: 2, timeout: time.Minute,
-		exec: func(_ context.Context, batch []*request) {
+		exec: func(_ context.Context, batch []*request, _ context.Context) {
 			<-gate
 			mu.Lock()
 			ran[goroutineID()] += len(batch)

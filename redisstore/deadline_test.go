@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -19,10 +20,23 @@ import (
 // context says it has ended. That is the caller running out of time: Take
 // returns context.DeadlineExceeded, not ErrStoreUnavailable, and a Limiter
 // counts no store error, keeps its breaker (threshold 1) closed and logs
-// nothing; the next call is decided.
+// nothing; on a Cluster, the master's own breaker (5 failed calls) stays
+// closed too; the next call is decided.
 func TestCallerDeadlineIsNotAStoreFailure(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS"), ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
+	t.Run("standalone", func(t *testing.T) {
+		rdb := redis.NewClient(&redis.Options{Addr: testkit.Env(t, "FLOODGATE_TEST_REDIS"), ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		callerDeadline(t, rdb)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		addrs := strings.Split(testkit.Env(t, "FLOODGATE_TEST_REDIS_CLUSTER"), ",")
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		callerDeadline(t, rdb)
+	})
+}
+
+func callerDeadline(t *testing.T, rdb redis.UniversalClient) {
 	ping(t, rdb)
 	s := newTestStore(t, rdb)
 	if !s.inline {
@@ -34,7 +48,7 @@ func TestCallerDeadlineIsNotAStoreFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
+	for range 2 * floodgate.DefaultBreakerThreshold {
 		_, err := l.Take(testkit.Late{Context: context.Background()}, "late", 1)
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, floodgate.ErrStoreUnavailable) {
 			t.Fatalf("Take past the caller's deadline: %v, want the caller's context.DeadlineExceeded", err)

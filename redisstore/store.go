@@ -478,8 +478,7 @@ func (s *Store) exec(ctx context.Context, batch []*request) (failed bool) {
 	}
 	for i, g := range groups {
 		if cmds[i].Err() != nil {
-			failed = true
-			s.failed()
+			failed = true // execShard tells the Cluster client to look again
 		}
 		deliver(g, cmds[i])
 	}

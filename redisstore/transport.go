@@ -151,13 +151,17 @@ func (s *Store) shardFor(ctx context.Context, r *request) (*shard, error) {
 func (s *Store) newShard(br *callBreaker) *shard {
 	sh := &shard{br: br}
 	sh.b = batcher{maxBatch: s.maxBatch, maxInFlight: s.maxInFlight, inline: s.inline, timeout: s.timeout,
-		exec: func(ctx context.Context, batch []*request) { s.execShard(ctx, sh, batch) }}
+		exec: func(ctx context.Context, batch []*request, caller context.Context) {
+			s.execShard(ctx, caller, sh, batch)
+		}}
 	return sh
 }
 
 // execShard runs batch unless sh's breaker is open, and tells the breaker
-// how the call went.
-func (s *Store) execShard(ctx context.Context, sh *shard, batch []*request) {
+// how the call went. caller is the context of the caller running the batch
+// inline, else nil: a call its caller's deadline or cancellation ended
+// says nothing of the master (internal/ctxend).
+func (s *Store) execShard(ctx, caller context.Context, sh *shard, batch []*request) {
 	id := callIDs.Add(1)
 	sh.lastCall.Store(id)
 	for _, r := range batch {
@@ -171,12 +175,20 @@ func (s *Store) execShard(ctx context.Context, sh *shard, batch []*request) {
 		return
 	}
 	failed := s.exec(ctx, batch)
+	left := failed && caller != nil && ctxend.Err(caller) != nil
+	if failed && !left {
+		s.failed()
+	}
 	for _, r := range batch {
 		if r.err != nil && failed {
 			r.err = &callError{id: id, isolated: sh.br != nil, err: r.err}
 		}
 	}
-	if sh.br != nil {
+	switch {
+	case sh.br == nil:
+	case left:
+		sh.br.left()
+	default:
 		sh.br.done(time.Now(), failed)
 	}
 }
@@ -206,6 +218,14 @@ func (b *callBreaker) allow(now time.Time) bool {
 	}
 	b.probing = true
 	return true
+}
+
+// left ends a call its caller's context ended: that says nothing of the
+// master, so a probe's turn passes to the next call and nothing is counted.
+func (b *callBreaker) left() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
 }
 
 func (b *callBreaker) done(now time.Time, failed bool) {

@@ -151,7 +151,10 @@ func (d decisionTracer) Start(ctx context.Context, rule string) (context.Context
 	span.SetAttributes(attribute.String("floodgate.rule", rule))
 	return sctx, func(o *engine.Outcome) {
 		span.SetAttributes(outcomeAttributes(o)...)
-		if o.Verdict == engine.Unavailable {
+		switch {
+		case o.CallerEnded():
+			span.SetStatus(codes.Error, "the caller's context ended: "+o.Err.Error())
+		case o.Verdict == engine.Unavailable:
 			span.SetStatus(codes.Error, "rate-limit store unavailable")
 		}
 		span.End()
