@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
-
-	"github.com/floodgate/floodgate/internal/ctxend"
 )
 
 // BreakerState is the state of a Breaker.
@@ -144,10 +142,12 @@ func (b *Breaker) counts(err error) bool {
 	}
 }
 
-// done records a call's end: err is the store's answer, ctx the caller's.
-func (b *Breaker) done(ctx context.Context, probe bool, err error) {
+// done records a call's end: err is the store's answer; left says the
+// caller's context had ended (ctxend.Err), read once by the caller so that
+// the breaker and the answer agree.
+func (b *Breaker) done(left, probe bool, err error) {
 	failed := err != nil && !errors.Is(err, ErrInvalidCost) && !errors.Is(err, ErrCostExceedsQuota)
-	left := failed && ctxend.Err(ctx) != nil
+	left = failed && left
 	if failed && !probe && !left && !b.counts(err) {
 		return // counted with its call already, or isolated
 	}

@@ -295,14 +295,21 @@ func (l *Limiter) TakeCost(ctx context.Context, key string, cost Cost) (Decision
 		return d, err
 	}
 	err := errSkipped
-	if ok, probe := l.breaker.allow(); ok {
+	ok, probe := l.breaker.allow()
+	if ok {
 		err = l.store.Take(ctx, key, cost, l.policies, d.Results)
-		l.breaker.done(ctx, probe, err)
+	}
+	var ended error // read once, so that the breaker and the answer agree
+	if err != nil {
+		ended = ctxend.Err(ctx)
+	}
+	if ok {
+		l.breaker.done(ended != nil, probe, err)
+	}
+	if ended != nil {
+		return d, ended
 	}
 	if err != nil {
-		if err := ctxend.Err(ctx); err != nil {
-			return d, err
-		}
 		return l.fail(ctx, key, cost, d, err)
 	}
 	l.finish(&d, l.policies)
